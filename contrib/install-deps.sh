@@ -1,0 +1,9 @@
+#!/bin/sh
+# Installs what building and testing ofi_layer needs on Debian (run as root or with sudo).
+set -e
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+$SUDO apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	build-essential autoconf automake libtool pkg-config \
+	libfabric-dev libfabric-bin uthash-dev libcmocka-dev valgrind >/dev/null

@@ -1,0 +1,78 @@
+/*
+ * Provider entry point: the fi_provider object, its parameters and cleanup.
+ */
+#include "config.h"
+
+#include "layer/layer.h"
+
+struct fi_provider *util_prov;
+
+struct layer_settings layer_settings = {
+	.eager_size = 16384,
+	.rx_buf_cnt = 64,
+	.tx_size = 1024,
+	.rx_size = 1024,
+	.cq_batch = 32,
+};
+
+static void layer_cleanup(void)
+{
+}
+
+struct fi_provider layer_prov = {
+	.name = LAYER_PROV_NAME,
+	.version = LAYER_PROV_VERSION,
+	.fi_version = LAYER_FI_VERSION,
+	.getinfo = layer_getinfo,
+	.fabric = layer_fabric_open,
+	.cleanup = layer_cleanup,
+};
+
+/* One table for every FI_OFI_LAYER_* parameter: defined, read and documented together. */
+static const struct layer_param {
+	const char *name;
+	size_t *value;
+	size_t min;
+	size_t max;
+	const char *help;
+} layer_params[] = {
+	{ "eager_size", &layer_settings.eager_size, 0, 1 << 20,
+	  "Largest message payload (bytes) sent inline with its header; larger messages use "
+	  "rendezvous, the receiver pulling the data with the core's RMA read (default: 16384)" },
+	{ "rx_buf_cnt", &layer_settings.rx_buf_cnt, 4, 65536,
+	  "Receive buffers posted per connection, each eager_size plus the header "
+	  "(default: 64)" },
+	{ "tx_size", &layer_settings.tx_size, 16, 1 << 20,
+	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
+	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,
+	  "Default receive queue depth reported in rx_attr->size (default: 1024)" },
+	{ "cq_batch", &layer_settings.cq_batch, 1, 1024,
+	  "Core completions read per progress call (default: 32)" },
+};
+
+static void layer_read_params(void)
+{
+	size_t i, value;
+
+	for (i = 0; i < UTIL_ARRAY_SIZE(layer_params); i++) {
+		const struct layer_param *p = &layer_params[i];
+
+		fi_param_define(&layer_prov, p->name, FI_PARAM_SIZE_T, "%s", p->help);
+		if (fi_param_get_size_t(&layer_prov, p->name, &value) != FI_SUCCESS)
+			continue;
+		if (value < p->min || value > p->max) {
+			FI_WARN(&layer_prov, FI_LOG_CORE,
+				"FI_OFI_LAYER_%s=%zu out of range [%zu, %zu], keeping %zu\n",
+				p->name, value, p->min, p->max, *p->value);
+			continue;
+		}
+		*p->value = value;
+	}
+}
+
+FI_EXT_INI
+{
+	util_prov = &layer_prov;
+	layer_read_params();
+	return &layer_prov;
+}

@@ -1,0 +1,136 @@
+/*
+ * ofi_layer: provider-wide definitions (provider object, settings, fabric and domain).
+ * Endpoint, AV and protocol types live in their own headers.
+ */
+#ifndef LAYER_LAYER_H
+#define LAYER_LAYER_H
+
+#include <stdatomic.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_prov.h>
+#include <rdma/providers/fi_log.h>
+
+#include "util/util.h"
+#include "util/list.h"
+#include "util/lock.h"
+#include "util/cq.h"
+#include "util/eq.h"
+#include "util/cntr.h"
+
+#define LAYER_PROV_NAME "ofi_layer"
+#define LAYER_PROV_VERSION FI_VERSION(0, 1)
+#define LAYER_FI_VERSION FI_VERSION(1, 17)
+
+/*
+ * libfabric core's OFI_CORE_PROV_ONLY getinfo flag (1ULL << 59, unchanged from 1.11 to 2.x):
+ * a utility provider asking for its core's infos passes it so that no utility provider
+ * (itself included) is layered into the answer.
+ */
+#define LAYER_CORE_PROV_ONLY (1ULL << 59)
+
+extern struct fi_provider layer_prov;
+
+/* Tunables, read once at provider init from FI_OFI_LAYER_* (see man/fi_layer.7). */
+struct layer_settings {
+	size_t eager_size;    /* largest payload sent inline; larger ones use rendezvous */
+	size_t rx_buf_cnt;    /* receive buffers posted per connection */
+	size_t tx_size;       /* default transmit queue depth */
+	size_t rx_size;       /* default receive queue depth */
+	size_t cq_batch;      /* core completions read per progress call */
+};
+extern struct layer_settings layer_settings;
+
+/* Capabilities the endpoint implements; fi_getinfo never advertises more. */
+#define LAYER_EP_CAPS (FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | \
+		       FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define LAYER_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define LAYER_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+#define LAYER_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
+/* Protocol header bytes in front of every eager payload (layer/proto.h checks it). */
+#define LAYER_HDR_SIZE 40
+#define LAYER_INJECT_SIZE 256
+#define LAYER_MAX_MSG_SIZE (1ULL << 32)
+#define LAYER_IOV_LIMIT 4
+
+/* getinfo.c */
+int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		  const struct fi_info *hints, struct fi_info **info);
+/* The core info a layer info was built from (found again by fabric/domain names). */
+int layer_get_core_info(uint32_t version, const struct fi_info *layer_info,
+			struct fi_info **core_info);
+
+struct layer_fabric {
+	struct fid_fabric fabric_fid;
+	struct fid_fabric *core_fabric;
+	char *core_prov_name;          /* e.g. "tcp" */
+	atomic_int ref;                /* domains open on this fabric */
+};
+
+/* fabric.c */
+int layer_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+
+struct layer_domain {
+	struct fid_domain domain_fid;
+	struct layer_fabric *fabric;
+	struct fid_domain *core_domain;
+	struct fi_info *core_info;     /* the core MSG info this domain was opened with */
+	enum fi_threading threading;
+	bool is_thread_safe;           /* FI_THREAD_SAFE: objects take their locks */
+	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN or FI_SOCKADDR_IN6 */
+	size_t addrlen;                /* size of one endpoint address */
+	uint64_t mr_mode;              /* as granted to the application */
+	_Atomic uint64_t next_mr_key;  /* keys for the provider's own registrations */
+	atomic_int ref;                /* objects open on this domain */
+};
+
+/* domain.c */
+int layer_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		      struct fid_domain **domain, void *context);
+/* Registers buf for remote read by the core (rendezvous), with a provider-owned key. */
+int layer_domain_reg_rma(struct layer_domain *domain, const struct iovec *iov, size_t count,
+			 struct fid_mr **mr);
+
+/* cq.c, eq.c, cntr.c: the application-visible objects, util's plus progress wiring. */
+struct layer_cq {
+	struct util_cq util;
+	struct layer_domain *domain;
+	struct util_lock ep_lock;      /* protects eps */
+	struct util_dlist eps;         /* struct layer_ep_ref bound to this CQ */
+};
+
+struct layer_cntr {
+	struct util_cntr util;
+	struct layer_domain *domain;
+	struct util_lock ep_lock;
+	struct util_dlist eps;
+};
+
+struct layer_eq {
+	struct util_eq util;
+	struct layer_fabric *fabric;
+	struct util_lock av_lock;
+	struct util_dlist avs;         /* AVs with FI_EVENT bound to this EQ (progress) */
+};
+
+int layer_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
+		  void *context);
+int layer_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		    struct fid_cntr **cntr, void *context);
+int layer_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
+		  void *context);
+
+/* fi_trywait for the provider's CQs and counters. */
+int layer_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+
+/* Unsupported-operation stubs with the right return codes. */
+int layer_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int layer_no_control(struct fid *fid, int command, void *arg);
+int layer_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+		      void *context);
+
+#endif /* LAYER_LAYER_H */

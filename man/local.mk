@@ -1,0 +1,1 @@
+dist_man7_MANS = man/fi_layer.7

@@ -1,0 +1,71 @@
+/*
+ * Completion queue object: implements struct fid_cq for all four formats (context, msg,
+ * data, tagged) on top of a ring of entries stored in the tagged format plus the source
+ * address, an overflow list so that no completion is ever lost when the ring is full, and
+ * a list of error entries. Progress is manual: reads call the owner's progress hook first.
+ *
+ * The owner (the provider) embeds struct util_cq first in its own CQ, points cq_fid.fid.ops
+ * at its own fi_ops (close, bind, control) and may call util_cq_control for FI_GETWAIT.
+ */
+#ifndef UTIL_CQ_H
+#define UTIL_CQ_H
+
+#include <stdatomic.h>
+#include <rdma/fi_eq.h>
+
+#include "util/util.h"
+#include "util/list.h"
+#include "util/lock.h"
+#include "util/wait.h"
+
+/* One completion as stored: the richest format plus the source address. */
+struct util_cq_entry {
+	struct fi_cq_tagged_entry entry;
+	fi_addr_t src_addr;
+};
+
+struct util_cq {
+	struct fid_cq cq_fid;
+	enum fi_cq_format format;
+	size_t entry_size;              /* sizeof the user's entry format */
+	enum fi_wait_obj wait_obj;      /* FI_WAIT_NONE or FI_WAIT_FD (UNSPEC resolved to FD) */
+	struct util_wait wait;          /* valid when wait_obj != FI_WAIT_NONE */
+	struct util_lock lock;
+
+	struct util_cq_entry *ring;     /* circular, ring_mask + 1 entries */
+	size_t ring_mask;
+	size_t head;                    /* next entry to read */
+	size_t tail;                    /* next free slot */
+	struct util_dlist overflow;     /* struct util_cq_overflow, when the ring is full */
+	struct util_dlist errors;       /* struct util_cq_error, in order of writing */
+	atomic_bool is_signaled;        /* fi_cq_signal called: next blocking read returns */
+
+	struct util_progress progress;
+	atomic_int ref;                 /* objects bound to this CQ; fini refuses while > 0 */
+};
+
+/*
+ * Initialises cq from attr (format, size, wait_obj; FI_WAIT_SET and FI_WAIT_MUTEX_COND are
+ * refused with -FI_ENOSYS, an unknown format or wait_obj with -FI_EINVAL). The fid's
+ * context is set, its ops table to util_cq_ops; fid.ops is left to the owner.
+ */
+int util_cq_init(struct util_cq *cq, const struct fi_cq_attr *attr, bool is_thread_safe,
+		 const struct util_progress *progress, void *context);
+/* Returns -FI_EBUSY while ref > 0, else frees everything and returns 0. */
+int util_cq_fini(struct util_cq *cq);
+
+/* Appends a completion; never loses one (the ring overflows into a list). 0 or -FI_ENOMEM. */
+int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t len,
+		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src_addr);
+/* Appends an error completion (err->err positive; err->err_data is not kept). */
+int util_cq_write_error(struct util_cq *cq, const struct fi_cq_err_entry *err);
+/* Number of entries and errors waiting to be read. */
+size_t util_cq_count(struct util_cq *cq);
+
+/* FI_GETWAIT: returns the wait fd in *(int *) arg; -FI_ENODATA without a wait object. */
+int util_cq_control(struct fid *fid, int command, void *arg);
+
+/* read, readfrom, readerr, sread, sreadfrom, signal, strerror. */
+extern struct fi_ops_cq util_cq_ops;
+
+#endif /* UTIL_CQ_H */

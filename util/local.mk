@@ -1,0 +1,11 @@
+# Provider-independent building blocks; never include layer/ headers from here.
+noinst_LTLIBRARIES += util/libutil.la
+util_libutil_la_SOURCES = \
+	util/util.h util/list.h util/lock.h \
+	util/wait.h util/wait.c \
+	util/cq.h util/cq.c \
+	util/eq.h util/eq.c \
+	util/cntr.h util/cntr.c \
+	util/bufpool.h util/bufpool.c \
+	util/av_table.h util/av_table.c
+util_libutil_la_LIBADD = $(FABRIC_LIBS) $(PTHREAD_LIBS)

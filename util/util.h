@@ -1,0 +1,73 @@
+/*
+ * Common definitions for util/: provider-independent building blocks of ofi_layer.
+ * Nothing in util/ knows about layer/; the provider hands in what util needs.
+ */
+#ifndef UTIL_UTIL_H
+#define UTIL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+#include <rdma/providers/fi_prov.h>
+#include <rdma/providers/fi_log.h>
+
+#ifndef container_of
+#define container_of(ptr, type, field) ((type *) ((char *) (ptr) - offsetof(type, field)))
+#endif
+
+#define UTIL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define UTIL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define UTIL_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* The provider util/ logs as; set once by the provider before any util object is used. */
+extern struct fi_provider *util_prov;
+
+/* Round up to a power of two (x >= 1). */
+static inline size_t util_roundup_pow2(size_t x)
+{
+	size_t p = 1;
+
+	while (p < x)
+		p <<= 1;
+	return p;
+}
+
+/* Milliseconds since an arbitrary start, from CLOCK_MONOTONIC. */
+uint64_t util_now_ms(void);
+
+/* Remaining milliseconds of a timeout (-1: infinite) that started at start_ms. */
+static inline int util_timeout_left(int timeout_ms, uint64_t start_ms)
+{
+	uint64_t spent;
+
+	if (timeout_ms < 0)
+		return -1;
+	spent = util_now_ms() - start_ms;
+	return spent >= (uint64_t) timeout_ms ? 0 : (int) (timeout_ms - spent);
+}
+
+/*
+ * How an object that waits lets its owner make progress: util objects with manual progress
+ * call progress() before looking for entries, and trywait() before sleeping in their wait
+ * set (it returns 0 when sleeping is safe, -FI_EAGAIN when events are already pending).
+ * Either may be NULL.
+ */
+struct util_progress {
+	void (*progress)(void *arg);
+	int (*trywait)(void *arg);
+	void *arg;
+};
+
+static inline void util_progress_run(const struct util_progress *p)
+{
+	if (p->progress)
+		p->progress(p->arg);
+}
+
+#endif /* UTIL_UTIL_H */
