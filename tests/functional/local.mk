@@ -6,22 +6,6 @@ TESTS += $(func_tests)
 # One program per area; each links the shared helpers in common.c.
 func_common = tests/functional/common.c tests/functional/common.h
 func_ldadd = $(FABRIC_LIBS) $(PTHREAD_LIBS)
-func_tests += tests/functional/test_getinfo tests/functional/test_objects \
-	tests/functional/test_msg tests/functional/test_multi_recv tests/functional/test_cancel \
-	tests/functional/test_threads tests/functional/test_bad_input tests/functional/test_twoproc
+func_tests += tests/functional/test_getinfo
 tests_functional_test_getinfo_SOURCES = tests/functional/test_getinfo.c $(func_common)
 tests_functional_test_getinfo_LDADD = $(func_ldadd)
-tests_functional_test_objects_SOURCES = tests/functional/test_objects.c $(func_common)
-tests_functional_test_objects_LDADD = $(func_ldadd)
-tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
-tests_functional_test_msg_LDADD = $(func_ldadd)
-tests_functional_test_multi_recv_SOURCES = tests/functional/test_multi_recv.c $(func_common)
-tests_functional_test_multi_recv_LDADD = $(func_ldadd)
-tests_functional_test_cancel_SOURCES = tests/functional/test_cancel.c $(func_common)
-tests_functional_test_cancel_LDADD = $(func_ldadd)
-tests_functional_test_threads_SOURCES = tests/functional/test_threads.c $(func_common)
-tests_functional_test_threads_LDADD = $(func_ldadd)
-tests_functional_test_bad_input_SOURCES = tests/functional/test_bad_input.c $(func_common)
-tests_functional_test_bad_input_LDADD = $(func_ldadd)
-tests_functional_test_twoproc_SOURCES = tests/functional/test_twoproc.c $(func_common)
-tests_functional_test_twoproc_LDADD = $(func_ldadd)
