@@ -2,8 +2,10 @@
  * Address table for address vectors: fixed-size addresses stored by index, the lowest free
  * index reused after a removal, a generation count per slot (bumped on every removal, so a
  * handle that carries it can be recognised as stale), and an open-addressing hash from
- * address bytes to index for O(1) reverse lookup. Compact: about addrlen + 12 bytes per
- * entry plus the hash (8 bytes per slot at <= 50% load). Not thread safe: the owner locks.
+ * address bytes to index for O(1) reverse lookup. Compact: addrlen + 8 bytes per entry
+ * (address, generation, free-heap slot) plus the hash (5-byte slots at 1/4..1/2 load, so
+ * 10..20 bytes per entry). No allocation per entry; removal never allocates.
+ * Not thread safe: the owner locks.
  */
 #ifndef UTIL_AV_TABLE_H
 #define UTIL_AV_TABLE_H
@@ -24,6 +26,7 @@ struct util_av_table {
 	/* reverse lookup: open addressing, linear probing; holds index + 1, 0 = empty,
 	 * UINT32_MAX = deleted */
 	uint32_t *hash;
+	uint8_t *hash_tag;     /* per hash slot: 8 more hash bits, to skip most compares */
 	size_t hash_mask;
 	size_t hash_used;      /* slots not empty (live + deleted) */
 };
@@ -40,12 +43,25 @@ void util_av_table_fini(struct util_av_table *table);
 int util_av_table_insert(struct util_av_table *table, const void *addr, size_t *index);
 /* Returns 0, or -FI_EINVAL when index is not live. Bumps the slot's generation. */
 int util_av_table_remove(struct util_av_table *table, size_t index);
+/*
+ * Removes count entries, all or none: -FI_EINVAL (and nothing removed) when one index is not
+ * live or is listed twice, 0 otherwise.
+ */
+int util_av_table_remove_list(struct util_av_table *table, const size_t *index, size_t count);
 /* The address at a live index, NULL otherwise. */
 const void *util_av_table_get(const struct util_av_table *table, size_t index);
 /* Generation of a slot (live or not); 0 for indices never used. */
 uint32_t util_av_table_gen(const struct util_av_table *table, size_t index);
 /* Lowest live index holding addr in *index: 0, or -FI_ENODATA. */
 int util_av_table_find(const struct util_av_table *table, const void *addr, size_t *index);
+/*
+ * Starts loading the hash slot addr maps to. Callers inserting or finding many addresses in a
+ * row call it a few addresses ahead (8 is good) so the cache misses overlap; it has no other
+ * effect and any address may be passed.
+ */
+void util_av_table_prefetch(const struct util_av_table *table, const void *addr);
+/* Bytes allocated by the table (for footprint measurements). */
+size_t util_av_table_mem_size(const struct util_av_table *table);
 
 static inline bool util_av_table_is_live(const struct util_av_table *table, size_t index)
 {
