@@ -1,0 +1,244 @@
+/*
+ * Reliable-datagram endpoint over a connected (MSG) core.
+ *
+ * Connections are one-way for user data: an endpoint sends a peer's messages on the
+ * connection it opened to that peer, and receives on the connections peers opened to it.
+ * Two endpoints that send to each other thus use two connections, which removes the
+ * simultaneous-connect race altogether (nothing to resolve, nothing lost or duplicated) and
+ * makes sending to oneself the ordinary case. Control replies (rendezvous reads and ACKs)
+ * travel back on the connection the request came in on.
+ */
+#ifndef LAYER_EP_H
+#define LAYER_EP_H
+
+#include <sys/uio.h>
+#include <netinet/in.h>
+
+#include "layer/layer.h"
+#include "layer/proto.h"
+#include "util/bufpool.h"
+
+struct layer_av;
+struct layer_ep;
+
+/* The context of every core operation starts with its kind, so completions dispatch. */
+enum layer_ctx_type {
+	LAYER_CTX_TX,       /* struct layer_tx: a send (user data or control) */
+	LAYER_CTX_RX_BUF,   /* struct layer_rx_buf: a posted bounce buffer */
+	LAYER_CTX_READ,     /* struct layer_rx: a rendezvous read into a user buffer */
+};
+
+enum layer_conn_state {
+	LAYER_CONN_CONNECTING,
+	LAYER_CONN_CONNECTED,
+	LAYER_CONN_CLOSED,  /* failed or shut down; reaped at the end of the progress call */
+};
+
+struct layer_conn {
+	struct util_dlist link;        /* ep->conns or ep->closed_conns */
+	struct layer_ep *ep;
+	struct fid_ep *core_ep;
+	enum layer_conn_state state;
+	int fail_err;                  /* positive errno the connection failed with */
+	bool is_outgoing;              /* opened by this endpoint to send to peer_index */
+	size_t peer_index;             /* outgoing: AV index it serves */
+	uint8_t peer_addr[sizeof(struct sockaddr_in6)]; /* peer's listening address */
+	/* Everything that refers to this connection is on one of its lists, so that a failed
+	 * connection can complete all of it exactly once. */
+	struct util_dlist pending_tx;  /* struct layer_tx not yet accepted by the core */
+	struct util_dlist inflight_tx; /* struct layer_tx posted to the core */
+	struct util_dlist rndv_tx;     /* struct layer_tx sent, waiting for their ACK */
+	struct util_dlist posted_bufs; /* struct layer_rx_buf posted to the core */
+	struct util_dlist reading_rx;  /* struct layer_rx whose rendezvous reads run here */
+};
+
+struct layer_tx {
+	enum layer_ctx_type type;      /* LAYER_CTX_TX; first */
+	struct util_dlist link;        /* one of conn's tx lists */
+	struct layer_conn *conn;
+	void *context;                 /* user context */
+	uint64_t flags;                /* operation flags (FI_COMPLETION, FI_INJECT...) */
+	uint64_t cq_flags;             /* flags reported in the completion */
+	size_t len;                    /* message bytes */
+	bool is_ctrl;                  /* provider's own message: no user completion */
+	bool is_acked;                 /* rendezvous: ACK seen before the send completed */
+	size_t iov_cnt;                /* core iov entries in iov */
+	struct iovec iov[LAYER_IOV_LIMIT + 1];
+	struct fid_mr *mr[LAYER_IOV_LIMIT]; /* rendezvous registrations */
+	size_t mr_cnt;
+	void *bounce;                  /* malloc'd copy when the iovs do not fit the core */
+	struct layer_hdr hdr;
+	/* inline payload (inject) or RTS segments follow the header */
+	union {
+		uint8_t inline_data[LAYER_INJECT_SIZE];
+		struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS];
+	};
+};
+
+struct layer_rx_buf {
+	enum layer_ctx_type type;      /* LAYER_CTX_RX_BUF; first */
+	struct util_dlist link;        /* conn->posted_bufs, then ep->unexp_msgs if unexpected */
+	struct layer_conn *conn;
+	size_t len;                    /* bytes received */
+	fi_addr_t src_addr;            /* resolved at arrival */
+	/* header, then payload (up to eager_size) */
+	uint8_t data[] __attribute__((aligned(16)));
+};
+
+/* A receive posted by the application. */
+struct layer_rx {
+	enum layer_ctx_type type;      /* LAYER_CTX_READ while a rendezvous read runs; first */
+	struct util_dlist link;        /* ep->posted_rx, then conn->reading_rx */
+	void *context;
+	uint64_t flags;                /* FI_COMPLETION, FI_MULTI_RECV... */
+	fi_addr_t src_addr;            /* directed receive: the only source accepted */
+	size_t iov_cnt;
+	struct iovec iov[LAYER_IOV_LIMIT];
+	size_t len;                    /* total buffer bytes */
+	size_t mrecv_used;             /* FI_MULTI_RECV: bytes consumed so far */
+	/* rendezvous read state */
+	struct layer_conn *conn;
+	uint64_t msg_id;
+	uint64_t msg_len;
+	uint64_t cq_data;
+	uint64_t cq_flags;
+	fi_addr_t msg_src;
+	void *msg_buf;                 /* where the data lands (reported in the completion) */
+	size_t read_len;               /* bytes to pull: the message, truncated to the buffer */
+	size_t reads_left;             /* reads posted and not completed */
+	int read_err;
+	/* read cursor, so that reads the core refuses for now can resume */
+	size_t seg_idx, seg_off, iov_idx, iov_off, read_done;
+	struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS];
+	uint32_t seg_cnt;
+};
+
+struct layer_ep {
+	struct fid_ep ep_fid;
+	struct layer_domain *domain;
+	struct util_lock lock;
+	uint64_t caps;
+	uint64_t tx_op_flags;
+	uint64_t rx_op_flags;
+	size_t tx_size;
+	size_t rx_size;
+	bool is_enabled;
+	bool tx_selective;             /* FI_SELECTIVE_COMPLETION on the transmit CQ */
+	bool rx_selective;
+	size_t min_multi_recv;
+
+	struct layer_av *av;
+	struct layer_cq *tx_cq;
+	struct layer_cq *rx_cq;
+	struct layer_cntr *send_cntr;
+	struct layer_cntr *recv_cntr;
+
+	/* core objects */
+	struct fi_info *core_info;     /* template for the core's endpoints */
+	struct fid_cq *core_cq;
+	struct fid_eq *core_eq;
+	struct fid_pep *core_pep;
+	int core_cq_fd;
+	int core_eq_fd;
+	uint8_t addr[sizeof(struct sockaddr_in6)]; /* listening address (normalised) */
+	size_t addrlen;
+	bool core_has_virt_addr;       /* core RMA addresses are virtual addresses */
+	bool core_has_prov_key;
+
+	/* peers */
+	struct layer_conn **out_conns; /* by AV index: connection to send on */
+	size_t out_conns_cnt;
+	struct util_dlist conns;       /* every live connection */
+	struct util_dlist closed_conns;
+
+	/* receive side */
+	struct util_dlist posted_rx;   /* struct layer_rx in posting order */
+	struct util_dlist unexp_msgs;  /* struct layer_rx_buf in arrival order */
+
+	struct util_bufpool tx_pool;   /* struct layer_tx, user sends bounded by tx_size */
+	size_t tx_used;                /* user sends outstanding */
+	struct util_bufpool rx_pool;   /* struct layer_rx, bounded by rx_size */
+	size_t rx_used;
+	struct util_bufpool buf_pool;  /* struct layer_rx_buf */
+	size_t buf_size;               /* header + eager_size */
+	uint64_t next_msg_id;
+	size_t core_iov_limit;         /* iov entries one core send takes */
+	bool has_pending;              /* some connection has queued sends or blocked reads */
+	uint64_t dropped_cnt;          /* malformed messages dropped */
+};
+
+int layer_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+		  void *context);
+/* Runs the endpoint's progress: core completions, connection events, queued sends. */
+void layer_ep_progress(struct layer_ep *ep);
+/* 0 when the core has nothing pending and the caller may sleep on the wait fds. */
+int layer_ep_trywait(struct layer_ep *ep);
+
+/* conn.c (ep->lock held) */
+int layer_conn_listen(struct layer_ep *ep);
+/* The connection to send to av index/addr on, connecting on first use. */
+int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
+		   struct layer_conn **conn);
+void layer_conn_progress_events(struct layer_ep *ep);
+/* Closes a failed connection; what it holds is completed with errors by layer_conn_reap. */
+void layer_conn_fail(struct layer_conn *conn, int err);
+/* Completes what closed connections still hold; called at the end of progress. */
+void layer_conn_reap(struct layer_ep *ep);
+void layer_conn_close_all(struct layer_ep *ep);
+/* Posts a bounce buffer on conn; 0 or -FI_E*. */
+int layer_conn_post_buf(struct layer_conn *conn, struct layer_rx_buf *buf);
+
+/* proto.c (ep->lock held) */
+ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
+			 fi_addr_t dest, uint64_t data, uint64_t flags, void *context);
+ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
+			 fi_addr_t src, uint64_t flags, void *context);
+/* Hands a transmit to the core, or queues it on its connection. */
+void layer_proto_post_tx(struct layer_conn *conn, struct layer_tx *tx);
+void layer_proto_flush_pending(struct layer_conn *conn);
+void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *comp);
+void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry *err);
+/* Completes tx to the user (err 0 or positive errno) and frees it. */
+void layer_proto_complete_tx(struct layer_ep *ep, struct layer_tx *tx, int err);
+void layer_proto_free_tx(struct layer_ep *ep, struct layer_tx *tx);
+void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx);
+int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			  uint64_t msg_id);
+int layer_proto_cancel(struct layer_ep *ep, void *context);
+void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
+			   uint64_t cq_flags, uint64_t data, fi_addr_t src, int err,
+			   size_t olen);
+
+/* proto_rndv.c (ep->lock held) */
+int layer_rndv_prepare_tx(struct layer_ep *ep, struct layer_tx *tx,
+			  const struct iovec *iov, size_t iov_cnt);
+/*
+ * Starts pulling the rendezvous message announced in buf into rx's buffer at offset (space
+ * bytes available). A multi-receive slice (is_released false) is read through a child
+ * receive so that rx stays posted.
+ */
+void layer_rndv_start_read(struct layer_ep *ep, struct layer_rx *rx,
+			   const struct layer_rx_buf *buf, size_t offset, size_t space,
+			   uint64_t cq_flags, bool is_released);
+/* Posts the reads rx still needs; false when the core is full (retried by progress). */
+bool layer_rndv_issue_reads(struct layer_ep *ep, struct layer_rx *rx);
+void layer_rndv_read_done(struct layer_ep *ep, struct layer_rx *rx, int err);
+void layer_rndv_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr);
+void layer_rndv_tx_sent(struct layer_ep *ep, struct layer_tx *tx);
+
+extern struct fi_ops_msg layer_msg_ops;
+extern struct fi_ops_rma layer_no_rma_ops;
+extern struct fi_ops_tagged layer_no_tagged_ops;
+extern struct fi_ops_atomic layer_no_atomic_ops;
+
+/* cq.c, cntr.c: the endpoints whose progress a CQ or counter read drives. */
+int layer_cq_attach_ep(struct layer_cq *cq, struct layer_ep *ep);
+void layer_cq_detach_ep(struct layer_cq *cq, struct layer_ep *ep);
+int layer_cntr_attach_ep(struct layer_cntr *cntr, struct layer_ep *ep);
+void layer_cntr_detach_ep(struct layer_cntr *cntr, struct layer_ep *ep);
+
+/* Completion helpers. */
+void layer_ep_write_tx_comp(struct layer_ep *ep, void *context, uint64_t flags, size_t len,
+			    int err);
+
+#endif /* LAYER_EP_H */

@@ -1,1 +1,360 @@
-/* placeholder: implemented in a following commit */
+/*
+ * fi_getinfo for ofi_layer: every usable MSG core info becomes one FI_EP_RDM info whose
+ * attributes are derived from the core's and from the application's hints. Hints the
+ * provider cannot satisfy give no info (libfabric then reports -FI_ENODATA).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <stdlib.h>
+
+#include "layer/layer.h"
+
+/* Cores ofi_layer runs over when the application names none. sockets is used if named. */
+static const char *const layer_default_cores[] = { "tcp" };
+
+/* Memory registration modes the provider can honour towards the core. */
+#define LAYER_CORE_MR_MODE (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED)
+
+/*
+ * The core named in a prov_name such as "tcp;ofi_layer" or "ofi_layer;tcp": copies it into
+ * core (size len) and returns 0; -FI_ENODATA when prov_name names another utility provider or
+ * does not name ofi_layer at all while naming something else.
+ */
+static int layer_core_name(const char *prov_name, char *core, size_t len)
+{
+	char buf[128], *tok, *save = NULL;
+	bool has_layer = false;
+
+	core[0] = '\0';
+	if (!prov_name)
+		return 0;
+	if (strlen(prov_name) >= sizeof(buf))
+		return -FI_ENODATA;
+	strcpy(buf, prov_name);
+	for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+		if (!strcasecmp(tok, LAYER_PROV_NAME)) {
+			has_layer = true;
+		} else if (!core[0] && strncasecmp(tok, "ofi_", 4) && tok[0] != '^') {
+			if (strlen(tok) >= len)
+				return -FI_ENODATA;
+			strcpy(core, tok);
+		} else {
+			return -FI_ENODATA;
+		}
+	}
+	/* "tcp" alone asks for the core itself, not for a layer over it. */
+	return has_layer ? 0 : -FI_ENODATA;
+}
+
+/* Builds the hints for the core's fi_getinfo from the application's hints. */
+static struct fi_info *layer_core_hints(const struct fi_info *hints, const char *core)
+{
+	struct fi_info *core_hints;
+	char name[160];
+
+	core_hints = fi_allocinfo();
+	if (!core_hints)
+		return NULL;
+
+	core_hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV;
+	core_hints->ep_attr->type = FI_EP_MSG;
+	core_hints->domain_attr->mr_mode = LAYER_CORE_MR_MODE;
+	core_hints->domain_attr->threading = FI_THREAD_SAFE;
+	core_hints->mode = 0;
+	snprintf(name, sizeof(name), "%s;^%s", core, LAYER_PROV_NAME);
+	core_hints->fabric_attr->prov_name = strdup(name);
+	if (!core_hints->fabric_attr->prov_name)
+		goto err_free;
+
+	if (!hints)
+		return core_hints;
+
+	core_hints->addr_format = hints->addr_format;
+	if (hints->src_addr) {
+		core_hints->src_addr = malloc(hints->src_addrlen);
+		if (!core_hints->src_addr)
+			goto err_free;
+		memcpy(core_hints->src_addr, hints->src_addr, hints->src_addrlen);
+		core_hints->src_addrlen = hints->src_addrlen;
+	}
+	if (hints->dest_addr) {
+		core_hints->dest_addr = malloc(hints->dest_addrlen);
+		if (!core_hints->dest_addr)
+			goto err_free;
+		memcpy(core_hints->dest_addr, hints->dest_addr, hints->dest_addrlen);
+		core_hints->dest_addrlen = hints->dest_addrlen;
+	}
+	if (hints->fabric_attr && hints->fabric_attr->name) {
+		core_hints->fabric_attr->name = strdup(hints->fabric_attr->name);
+		if (!core_hints->fabric_attr->name)
+			goto err_free;
+	}
+	if (hints->domain_attr && hints->domain_attr->name) {
+		core_hints->domain_attr->name = strdup(hints->domain_attr->name);
+		if (!core_hints->domain_attr->name)
+			goto err_free;
+	}
+	return core_hints;
+
+err_free:
+	fi_freeinfo(core_hints);
+	return NULL;
+}
+
+uint64_t layer_default_caps(uint64_t caps)
+{
+	if (!(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	if (!(caps & (FI_LOCAL_COMM | FI_REMOTE_COMM)))
+		caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
+	return caps;
+}
+
+/* Whether the hints ask for something the provider does not do. */
+static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
+{
+	const struct fi_domain_attr *da = hints->domain_attr;
+	const struct fi_tx_attr *tx = hints->tx_attr;
+	const struct fi_rx_attr *rx = hints->rx_attr;
+	const struct fi_ep_attr *ep = hints->ep_attr;
+
+	if (hints->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS))
+		return false;
+	if (ep) {
+		if (ep->type != FI_EP_UNSPEC && ep->type != FI_EP_RDM)
+			return false;
+		if (ep->max_msg_size > LAYER_MAX_MSG_SIZE)
+			return false;
+		if (ep->tx_ctx_cnt > 1 || ep->rx_ctx_cnt > 1)
+			return false;
+		if (ep->mem_tag_format || ep->auth_key_size || ep->auth_key)
+			return false;
+		if (ep->protocol != FI_PROTO_UNSPEC)
+			return false;
+	}
+	if (tx) {
+		if ((tx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS)) ||
+		    (tx->op_flags & ~LAYER_TX_OP_FLAGS) || tx->inject_size > LAYER_INJECT_SIZE ||
+		    tx->iov_limit > LAYER_IOV_LIMIT || tx->rma_iov_limit ||
+		    (tx->msg_order & ~FI_ORDER_SAS) ||
+		    (tx->comp_order & ~FI_ORDER_NONE) || tx->size > (1 << 20))
+			return false;
+	}
+	if (rx) {
+		if ((rx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS)) ||
+		    (rx->op_flags & ~LAYER_RX_OP_FLAGS) || rx->iov_limit > LAYER_IOV_LIMIT ||
+		    (rx->msg_order & ~FI_ORDER_SAS) || (rx->comp_order & ~FI_ORDER_NONE) ||
+		    rx->total_buffered_recv || rx->size > (1 << 20))
+			return false;
+	}
+	if (da) {
+		if (da->control_progress == FI_PROGRESS_AUTO || da->data_progress == FI_PROGRESS_AUTO)
+			return false;
+		if (da->av_type != FI_AV_UNSPEC && da->av_type != FI_AV_TABLE &&
+		    da->av_type != FI_AV_MAP)
+			return false;
+		if (da->caps & ~LAYER_DOMAIN_CAPS)
+			return false;
+		if (da->auth_key_size || da->auth_key)
+			return false;
+		if (da->cq_data_size > sizeof(uint64_t))
+			return false;
+		if (da->max_ep_stx_ctx || da->max_ep_srx_ctx)
+			return false;
+		if (da->resource_mgmt == FI_RM_DISABLED)
+			return false;
+	}
+	(void) version;
+	return true;
+}
+
+/* mr_mode granted to the application: the provider needs none of the optional bits. */
+static int layer_mr_mode(uint32_t version, const struct fi_info *hints)
+{
+	int mode = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
+
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || mode == FI_MR_BASIC ||
+	    mode == FI_MR_SCALABLE)
+		return FI_MR_SCALABLE;
+	/* FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT... are never required. */
+	return 0;
+}
+
+/* The layer info built from one core info. */
+static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_info *hints,
+					    const struct fi_info *core)
+{
+	struct fi_info *info;
+	uint64_t caps;
+
+	info = fi_dupinfo(core);
+	if (!info)
+		return NULL;
+
+	caps = hints && hints->caps ? layer_default_caps(hints->caps) : LAYER_EP_CAPS;
+	info->caps = caps;
+	info->mode = 0;
+	free(info->dest_addr);
+	info->dest_addr = NULL;
+	info->dest_addrlen = 0;
+	info->handle = NULL;
+
+	info->tx_attr->caps = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);
+	info->tx_attr->mode = 0;
+	info->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
+	info->tx_attr->msg_order = FI_ORDER_SAS;
+	info->tx_attr->comp_order = FI_ORDER_NONE;
+	info->tx_attr->inject_size = LAYER_INJECT_SIZE;
+	info->tx_attr->size = hints && hints->tx_attr && hints->tx_attr->size ?
+			      hints->tx_attr->size : layer_settings.tx_size;
+	info->tx_attr->iov_limit = LAYER_IOV_LIMIT;
+	info->tx_attr->rma_iov_limit = 0;
+
+	info->rx_attr->caps = caps & ~FI_SEND;
+	info->rx_attr->mode = 0;
+	info->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
+	info->rx_attr->msg_order = FI_ORDER_SAS;
+	info->rx_attr->comp_order = FI_ORDER_NONE;
+	info->rx_attr->total_buffered_recv = 0;
+	info->rx_attr->size = hints && hints->rx_attr && hints->rx_attr->size ?
+			      hints->rx_attr->size : layer_settings.rx_size;
+	info->rx_attr->iov_limit = LAYER_IOV_LIMIT;
+
+	info->ep_attr->type = FI_EP_RDM;
+	info->ep_attr->protocol = FI_PROTO_UNSPEC;
+	info->ep_attr->protocol_version = 1;
+	info->ep_attr->max_msg_size = LAYER_MAX_MSG_SIZE;
+	info->ep_attr->msg_prefix_size = 0;
+	info->ep_attr->max_order_raw_size = 0;
+	info->ep_attr->max_order_war_size = 0;
+	info->ep_attr->max_order_waw_size = 0;
+	info->ep_attr->mem_tag_format = 0;
+	info->ep_attr->tx_ctx_cnt = 1;
+	info->ep_attr->rx_ctx_cnt = 1;
+
+	info->domain_attr->caps = LAYER_DOMAIN_CAPS;
+	info->domain_attr->mode = 0;
+	info->domain_attr->threading =
+		hints && hints->domain_attr && hints->domain_attr->threading ?
+		hints->domain_attr->threading : FI_THREAD_SAFE;
+	info->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	info->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	info->domain_attr->av_type =
+		hints && hints->domain_attr && hints->domain_attr->av_type ?
+		hints->domain_attr->av_type : FI_AV_UNSPEC;
+	info->domain_attr->mr_mode = layer_mr_mode(version, hints);
+	info->domain_attr->cq_data_size = sizeof(uint64_t);
+	info->domain_attr->max_ep_tx_ctx = 1;
+	info->domain_attr->max_ep_rx_ctx = 1;
+	info->domain_attr->max_ep_stx_ctx = 0;
+	info->domain_attr->max_ep_srx_ctx = 0;
+	info->domain_attr->cntr_cnt = 1024;
+	info->domain_attr->auth_key_size = 0;
+	info->domain_attr->max_err_data = 0;
+
+	/* libfabric appends ";ofi_layer" to the core's name. */
+	info->fabric_attr->prov_version = LAYER_PROV_VERSION;
+	info->fabric_attr->api_version = version;
+	return info;
+}
+
+static int layer_getinfo_core(uint32_t version, const char *node, const char *service,
+			      uint64_t flags, const struct fi_info *hints, const char *core,
+			      struct fi_info **head, struct fi_info **tail)
+{
+	struct fi_info *core_hints, *core_info, *cur, *info;
+	int ret;
+
+	core_hints = layer_core_hints(hints, core);
+	if (!core_hints)
+		return -FI_ENOMEM;
+	ret = fi_getinfo(LAYER_FI_VERSION, node, service, flags | LAYER_CORE_PROV_ONLY,
+			 core_hints, &core_info);
+	fi_freeinfo(core_hints);
+	if (ret)
+		return ret;
+
+	for (cur = core_info; cur; cur = cur->next) {
+		/* Rendezvous reads need RMA: a core without it cannot carry large messages. */
+		if ((cur->caps & (FI_RMA | FI_READ)) != (FI_RMA | FI_READ))
+			continue;
+		if (cur->addr_format != FI_SOCKADDR_IN && cur->addr_format != FI_SOCKADDR_IN6)
+			continue;
+		info = layer_info_from_core(version, hints, cur);
+		if (!info) {
+			ret = -FI_ENOMEM;
+			break;
+		}
+		if (*tail)
+			(*tail)->next = info;
+		else
+			*head = info;
+		*tail = info;
+	}
+	fi_freeinfo(core_info);
+	return ret;
+}
+
+int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		  const struct fi_info *hints, struct fi_info **info)
+{
+	struct fi_info *head = NULL, *tail = NULL;
+	char core[64];
+	size_t i;
+	int ret;
+
+	if (!info)
+		return -FI_EINVAL;
+	*info = NULL;
+	if (hints && !layer_hints_ok(version, hints))
+		return -FI_ENODATA;
+	ret = layer_core_name(hints && hints->fabric_attr ? hints->fabric_attr->prov_name : NULL,
+			      core, sizeof(core));
+	if (ret)
+		return ret;
+
+	if (core[0]) {
+		ret = layer_getinfo_core(version, node, service, flags, hints, core, &head,
+					 &tail);
+	} else {
+		for (i = 0; i < UTIL_ARRAY_SIZE(layer_default_cores); i++)
+			layer_getinfo_core(version, node, service, flags, hints,
+					   layer_default_cores[i], &head, &tail);
+		ret = 0;
+	}
+	if (!head) {
+		fi_freeinfo(head);
+		return ret && ret != -FI_ENODATA ? ret : -FI_ENODATA;
+	}
+	*info = head;
+	return 0;
+}
+
+int layer_get_core_info(uint32_t version, const struct fi_info *layer_info,
+			struct fi_info **core_info)
+{
+	struct fi_info *hints, *found = NULL;
+	char core[64];
+	int ret;
+
+	ret = layer_core_name(layer_info->fabric_attr->prov_name, core, sizeof(core));
+	if (ret || !core[0])
+		strcpy(core, layer_default_cores[0]);
+	hints = layer_core_hints(layer_info, core);
+	if (!hints)
+		return -FI_ENOMEM;
+	/* Keep the source address: the domain's endpoints listen on it. */
+	ret = fi_getinfo(LAYER_FI_VERSION, NULL, NULL, LAYER_CORE_PROV_ONLY, hints, &found);
+	fi_freeinfo(hints);
+	if (ret)
+		return ret;
+	/* First answer only: the names and address in the hints select it. */
+	fi_freeinfo(found->next);
+	found->next = NULL;
+	*core_info = found;
+	return 0;
+}

@@ -60,6 +60,8 @@ extern struct layer_settings layer_settings;
 /* getinfo.c */
 int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		  const struct fi_info *hints, struct fi_info **info);
+/* Capabilities with the defaults fi_getinfo(3) implies (both directions, both scopes). */
+uint64_t layer_default_caps(uint64_t caps);
 /* The core info a layer info was built from (found again by fabric/domain names). */
 int layer_get_core_info(uint32_t version, const struct fi_info *layer_info,
 			struct fi_info **core_info);

@@ -1,1 +1,578 @@
-/* placeholder: implemented in a following commit */
+/*
+ * Data path of the reliable-datagram endpoint: sends (inline, eager, or rendezvous via
+ * proto_rndv.c), arrival of core messages, matching against posted receives in posting
+ * order, unexpected messages in arrival order, multi-receive buffers, and completions.
+ * Everything here runs with ep->lock held.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/ep.h"
+#include "layer/av.h"
+
+_Static_assert(offsetof(struct layer_tx, inline_data) ==
+	       offsetof(struct layer_tx, hdr) + sizeof(struct layer_hdr),
+	       "inline payload must follow the header");
+
+static const char *const layer_op_names[] = {
+#define LAYER_OP_NAME(name, str) [LAYER_OP_##name] = str,
+	LAYER_OPS(LAYER_OP_NAME)
+#undef LAYER_OP_NAME
+};
+
+const char *layer_op_str(unsigned op)
+{
+	return op < LAYER_OP_MAX ? layer_op_names[op] : "unknown";
+}
+
+static size_t layer_iov_len(const struct iovec *iov, size_t cnt)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* Copies up to len bytes from src into the iovs, skipping the first offset bytes of them. */
+static size_t layer_copy_to_iov(const struct iovec *iov, size_t cnt, size_t offset,
+				const void *src, size_t len)
+{
+	size_t i, n, done = 0;
+
+	for (i = 0; i < cnt && done < len; i++) {
+		if (offset >= iov[i].iov_len) {
+			offset -= iov[i].iov_len;
+			continue;
+		}
+		n = UTIL_MIN(iov[i].iov_len - offset, len - done);
+		memcpy((char *) iov[i].iov_base + offset, (const char *) src + done, n);
+		done += n;
+		offset = 0;
+	}
+	return done;
+}
+
+static void layer_copy_from_iov(void *dst, const struct iovec *iov, size_t cnt)
+{
+	size_t i, off = 0;
+
+	for (i = 0; i < cnt; i++) {
+		memcpy((char *) dst + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+}
+
+static struct layer_tx *layer_tx_alloc(struct layer_ep *ep, bool is_ctrl)
+{
+	struct layer_tx *tx;
+
+	if (!is_ctrl && ep->tx_used >= ep->tx_size)
+		return NULL;
+	tx = util_bufpool_get(&ep->tx_pool);
+	if (!tx)
+		return NULL;
+	if (!is_ctrl)
+		ep->tx_used++;
+	tx->type = LAYER_CTX_TX;
+	tx->is_ctrl = is_ctrl;
+	tx->is_acked = false;
+	tx->mr_cnt = 0;
+	tx->bounce = NULL;
+	util_dlist_init(&tx->link);
+	return tx;
+}
+
+void layer_proto_free_tx(struct layer_ep *ep, struct layer_tx *tx)
+{
+	size_t i;
+
+	for (i = 0; i < tx->mr_cnt; i++)
+		fi_close(&tx->mr[i]->fid);
+	free(tx->bounce);
+	if (!tx->is_ctrl)
+		ep->tx_used--;
+	util_bufpool_put(&ep->tx_pool, tx);
+}
+
+void layer_ep_write_tx_comp(struct layer_ep *ep, void *context, uint64_t flags, size_t len,
+			    int err)
+{
+	struct fi_cq_err_entry entry = {
+		.op_context = context,
+		.flags = flags,
+		.len = len,
+		.err = err,
+		.prov_errno = -err,
+	};
+
+	if (err) {
+		if (ep->tx_cq)
+			util_cq_write_error(&ep->tx_cq->util, &entry);
+		if (ep->send_cntr)
+			util_cntr_inc_err(&ep->send_cntr->util);
+		return;
+	}
+	if ((flags & FI_COMPLETION) && ep->tx_cq)
+		util_cq_write(&ep->tx_cq->util, context, flags & ~FI_COMPLETION, len, NULL, 0, 0,
+			      FI_ADDR_NOTAVAIL);
+	if (ep->send_cntr)
+		util_cntr_inc(&ep->send_cntr->util);
+}
+
+void layer_proto_complete_tx(struct layer_ep *ep, struct layer_tx *tx, int err)
+{
+	if (!tx->is_ctrl)
+		layer_ep_write_tx_comp(ep, tx->context, tx->cq_flags, tx->len, err);
+	layer_proto_free_tx(ep, tx);
+}
+
+/* Posts tx to the core; 0, -FI_EAGAIN (the core is full) or another error. */
+static int layer_proto_core_send(struct layer_conn *conn, struct layer_tx *tx)
+{
+	ssize_t ret;
+
+	ret = fi_sendv(conn->core_ep, tx->iov, NULL, tx->iov_cnt, FI_ADDR_UNSPEC, tx);
+	if (ret)
+		return (int) ret;
+	util_dlist_insert_tail(&tx->link, &conn->inflight_tx);
+	return 0;
+}
+
+void layer_proto_post_tx(struct layer_conn *conn, struct layer_tx *tx)
+{
+	int ret;
+
+	tx->conn = conn;
+	if (conn->state == LAYER_CONN_CONNECTED && util_dlist_empty(&conn->pending_tx)) {
+		ret = layer_proto_core_send(conn, tx);
+		if (!ret)
+			return;
+		if (ret != -FI_EAGAIN) {
+			FI_WARN(&layer_prov, FI_LOG_EP_DATA, "core send failed: %s\n",
+				fi_strerror(-ret));
+			layer_conn_fail(conn, -ret);
+		}
+	}
+	/* Connecting, core queue full, or failing: progress retries or fails it. */
+	conn->ep->has_pending = true;
+	util_dlist_insert_tail(&tx->link, &conn->pending_tx);
+}
+
+void layer_proto_flush_pending(struct layer_conn *conn)
+{
+	struct layer_tx *tx;
+	int ret;
+
+	while (conn->state == LAYER_CONN_CONNECTED && !util_dlist_empty(&conn->pending_tx)) {
+		tx = container_of(conn->pending_tx.next, struct layer_tx, link);
+		util_dlist_remove(&tx->link);
+		ret = layer_proto_core_send(conn, tx);
+		if (ret == -FI_EAGAIN) {
+			util_dlist_insert_head(&tx->link, &conn->pending_tx);
+			return;
+		}
+		if (ret) {
+			util_dlist_insert_head(&tx->link, &conn->pending_tx);
+			layer_conn_fail(conn, -ret);
+			return;
+		}
+	}
+}
+
+ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
+			 fi_addr_t dest, uint64_t data, uint64_t flags, void *context)
+{
+	uint8_t addr[sizeof(struct sockaddr_in6)];
+	struct layer_conn *conn;
+	struct layer_tx *tx;
+	size_t len, index, i;
+	int ret;
+
+	len = layer_iov_len(iov, iov_cnt);
+	if (unlikely(len > LAYER_MAX_MSG_SIZE))
+		return -FI_EMSGSIZE;
+	ret = layer_av_get_addr(ep->av, dest, addr, &index);
+	if (unlikely(ret))
+		return ret;
+	tx = layer_tx_alloc(ep, false);
+	if (unlikely(!tx))
+		return -FI_EAGAIN;
+	ret = layer_conn_get(ep, index, addr, &conn);
+	if (unlikely(ret)) {
+		layer_proto_free_tx(ep, tx);
+		return ret;
+	}
+
+	tx->context = context;
+	tx->flags = flags;
+	tx->cq_flags = FI_SEND | FI_MSG | (flags & FI_COMPLETION);
+	tx->len = len;
+	tx->hdr = (struct layer_hdr) {
+		.version = LAYER_PROTO_VERSION,
+		.op = LAYER_OP_EAGER,
+		.flags = flags & FI_REMOTE_CQ_DATA ? LAYER_HDR_CQ_DATA : 0,
+		.size = len,
+		.data = data,
+	};
+
+	if (len <= LAYER_INJECT_SIZE) {
+		layer_copy_from_iov(tx->inline_data, iov, iov_cnt);
+		tx->iov[0].iov_base = &tx->hdr;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + len;
+		tx->iov_cnt = 1;
+	} else if (len <= layer_settings.eager_size) {
+		if (iov_cnt < ep->core_iov_limit) {
+			/* Zero copy: the core sends the header and the user's buffers. */
+			tx->iov[0].iov_base = &tx->hdr;
+			tx->iov[0].iov_len = sizeof(tx->hdr);
+			for (i = 0; i < iov_cnt; i++)
+				tx->iov[i + 1] = iov[i];
+			tx->iov_cnt = iov_cnt + 1;
+		} else {
+			tx->bounce = malloc(sizeof(tx->hdr) + len);
+			if (!tx->bounce) {
+				layer_proto_free_tx(ep, tx);
+				return -FI_ENOMEM;
+			}
+			memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
+			layer_copy_from_iov((char *) tx->bounce + sizeof(tx->hdr), iov, iov_cnt);
+			tx->iov[0].iov_base = tx->bounce;
+			tx->iov[0].iov_len = sizeof(tx->hdr) + len;
+			tx->iov_cnt = 1;
+		}
+	} else {
+		ret = layer_rndv_prepare_tx(ep, tx, iov, iov_cnt);
+		if (ret) {
+			layer_proto_free_tx(ep, tx);
+			return ret;
+		}
+	}
+	layer_proto_post_tx(conn, tx);
+	return 0;
+}
+
+/* Sends a control message (no user completion) on conn. */
+int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			  uint64_t msg_id)
+{
+	struct layer_tx *tx;
+
+	tx = layer_tx_alloc(ep, true);
+	if (!tx)
+		return -FI_ENOMEM;
+	tx->context = NULL;
+	tx->flags = 0;
+	tx->cq_flags = 0;
+	tx->len = 0;
+	tx->hdr = (struct layer_hdr) {
+		.version = LAYER_PROTO_VERSION,
+		.op = op,
+		.msg_id = msg_id,
+	};
+	tx->iov[0].iov_base = &tx->hdr;
+	tx->iov[0].iov_len = sizeof(tx->hdr);
+	tx->iov_cnt = 1;
+	layer_proto_post_tx(conn, tx);
+	return 0;
+}
+
+void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
+			   uint64_t cq_flags, uint64_t data, fi_addr_t src, int err,
+			   size_t olen)
+{
+	struct fi_cq_err_entry entry;
+
+	if (unlikely(err)) {
+		entry = (struct fi_cq_err_entry) {
+			.op_context = rx->context,
+			.flags = cq_flags,
+			.len = len,
+			.buf = buf,
+			.data = data,
+			.olen = olen,
+			.err = err,
+			.prov_errno = -err,
+		};
+		if (ep->rx_cq)
+			util_cq_write_error(&ep->rx_cq->util, &entry);
+		if (ep->recv_cntr)
+			util_cntr_inc_err(&ep->recv_cntr->util);
+		return;
+	}
+	if ((rx->flags & FI_COMPLETION) && ep->rx_cq)
+		util_cq_write(&ep->rx_cq->util, rx->context, cq_flags, len, buf, data, 0, src);
+	if (ep->recv_cntr)
+		util_cntr_inc(&ep->recv_cntr->util);
+}
+
+static inline bool layer_rx_matches(const struct layer_rx *rx, fi_addr_t src)
+{
+	return rx->src_addr == FI_ADDR_UNSPEC || rx->src_addr == src;
+}
+
+void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx)
+{
+	ep->rx_used--;
+	util_bufpool_put(&ep->rx_pool, rx);
+}
+
+/* Returns a bounce buffer to its connection, or to the pool when that is gone. */
+static void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	struct layer_conn *conn = buf->conn;
+
+	if (conn->state != LAYER_CONN_CLOSED && conn->core_ep &&
+	    !layer_conn_post_buf(conn, buf))
+		return;
+	util_bufpool_put(&ep->buf_pool, buf);
+}
+
+/*
+ * Delivers the message in buf to rx. A multi-receive buffer takes the next slice of itself
+ * and stays posted until less than min_multi_recv remains. Returns true when rx was
+ * consumed (no longer posted).
+ */
+static bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx,
+				struct layer_rx_buf *buf)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	uint64_t cq_flags = FI_RECV | FI_MSG;
+	uint64_t data = 0;
+	size_t offset = 0, space = rx->len, copied;
+	bool is_multi = rx->flags & FI_MULTI_RECV;
+	bool is_released = true;
+	void *dst;
+
+	if (hdr->flags & LAYER_HDR_CQ_DATA) {
+		cq_flags |= FI_REMOTE_CQ_DATA;
+		data = hdr->data;
+	}
+	if (is_multi) {
+		offset = rx->mrecv_used;
+		space = rx->len - offset;
+		/* A slice never splits a message: a message larger than what is left is
+		 * truncated and the buffer released. */
+		rx->mrecv_used += UTIL_MIN(space, hdr->size);
+		is_released = rx->len - rx->mrecv_used < ep->min_multi_recv ||
+			      hdr->size > space;
+		if (is_released)
+			cq_flags |= FI_MULTI_RECV;
+	}
+	dst = rx->iov_cnt ? (char *) rx->iov[0].iov_base + offset : NULL;
+	if (is_released)
+		util_dlist_remove(&rx->link);
+
+	if (hdr->op == LAYER_OP_RTS) {
+		layer_rndv_start_read(ep, rx, buf, offset, space, cq_flags, is_released);
+		return is_released;
+	}
+
+	copied = layer_copy_to_iov(rx->iov, rx->iov_cnt, offset, buf->data + sizeof(*hdr),
+				   UTIL_MIN(hdr->size, space));
+	if (copied < hdr->size)
+		layer_proto_report_rx(ep, rx, dst, copied, cq_flags, data, buf->src_addr,
+				      FI_ETRUNC, hdr->size - copied);
+	else
+		layer_proto_report_rx(ep, rx, dst, copied, cq_flags, data, buf->src_addr, 0, 0);
+	if (is_released)
+		layer_rx_free(ep, rx);
+	return is_released;
+}
+
+/* The segments of an RTS must add up to the message size, or reads would run past them. */
+static bool layer_rts_segs_ok(const struct layer_hdr *hdr)
+{
+	const struct layer_rts_seg *segs = (const struct layer_rts_seg *) (hdr + 1);
+	uint64_t sum = 0;
+	uint32_t i;
+
+	for (i = 0; i < hdr->seg_cnt; i++) {
+		if (segs[i].len > LAYER_MAX_MSG_SIZE)
+			return false;
+		sum += segs[i].len;
+	}
+	return sum == hdr->size;
+}
+
+/* Validates a received header; false for anything malformed. */
+static bool layer_proto_hdr_ok(const struct layer_rx_buf *buf)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+
+	if (buf->len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION)
+		return false;
+	switch (hdr->op) {
+	case LAYER_OP_EAGER:
+		return hdr->size == buf->len - sizeof(*hdr);
+	case LAYER_OP_RTS:
+		return hdr->seg_cnt >= 1 && hdr->seg_cnt <= LAYER_RTS_MAX_SEGS &&
+		       buf->len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
+		       hdr->size <= LAYER_MAX_MSG_SIZE && layer_rts_segs_ok(hdr);
+	case LAYER_OP_ACK:
+		return buf->len == sizeof(*hdr);
+	default:
+		return false;
+	}
+}
+
+static void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	struct layer_conn *conn = buf->conn;
+	struct util_dlist *item;
+	struct layer_rx *rx;
+
+	if (unlikely(!layer_proto_hdr_ok(buf))) {
+		FI_WARN(&layer_prov, FI_LOG_EP_DATA,
+			"dropping malformed message (%zu bytes, version %u, op %s)\n", buf->len,
+			buf->len >= 2 ? buf->data[0] : 0,
+			layer_op_str(buf->len >= 2 ? buf->data[1] : LAYER_OP_MAX));
+		ep->dropped_cnt++;
+		layer_proto_repost_buf(ep, buf);
+		return;
+	}
+	if (hdr->op == LAYER_OP_ACK) {
+		layer_rndv_handle_ack(conn, hdr);
+		layer_proto_repost_buf(ep, buf);
+		return;
+	}
+
+	buf->src_addr = ep->av ? layer_av_find(ep->av, conn->peer_addr, ep->addrlen) :
+				 FI_ADDR_NOTAVAIL;
+	util_dlist_foreach(&ep->posted_rx, item) {
+		rx = container_of(item, struct layer_rx, link);
+		if (!layer_rx_matches(rx, buf->src_addr))
+			continue;
+		layer_proto_deliver(ep, rx, buf);
+		layer_proto_repost_buf(ep, buf);
+		return;
+	}
+
+	/* Unexpected: keep the buffer until a receive matches, give the core another. */
+	util_dlist_insert_tail(&buf->link, &ep->unexp_msgs);
+	if (conn->state != LAYER_CONN_CLOSED && conn->core_ep) {
+		struct layer_rx_buf *spare = util_bufpool_get(&ep->buf_pool);
+
+		if (spare && layer_conn_post_buf(conn, spare))
+			util_bufpool_put(&ep->buf_pool, spare);
+	}
+}
+
+ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
+			 fi_addr_t src, uint64_t flags, void *context)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_rx_buf *buf;
+	struct layer_rx *rx;
+	bool is_released;
+	size_t i;
+
+	if (ep->rx_used >= ep->rx_size)
+		return -FI_EAGAIN;
+	rx = util_bufpool_get(&ep->rx_pool);
+	if (!rx)
+		return -FI_EAGAIN;
+	ep->rx_used++;
+	rx->type = LAYER_CTX_RX_BUF;
+	rx->context = context;
+	rx->flags = flags;
+	rx->src_addr = src;
+	rx->iov_cnt = iov_cnt;
+	for (i = 0; i < iov_cnt; i++)
+		rx->iov[i] = iov[i];
+	rx->len = layer_iov_len(iov, iov_cnt);
+	rx->mrecv_used = 0;
+	util_dlist_init(&rx->link);
+
+	util_dlist_foreach_safe(&ep->unexp_msgs, item, tmp) {
+		buf = container_of(item, struct layer_rx_buf, link);
+		if (!layer_rx_matches(rx, buf->src_addr))
+			continue;
+		util_dlist_remove(&buf->link);
+		is_released = layer_proto_deliver(ep, rx, buf);
+		layer_proto_repost_buf(ep, buf);
+		if (is_released)
+			return 0;
+	}
+	util_dlist_insert_tail(&rx->link, &ep->posted_rx);
+	return 0;
+}
+
+int layer_proto_cancel(struct layer_ep *ep, void *context)
+{
+	struct util_dlist *item;
+	struct layer_rx *rx;
+
+	util_dlist_foreach(&ep->posted_rx, item) {
+		rx = container_of(item, struct layer_rx, link);
+		if (rx->context != context)
+			continue;
+		util_dlist_remove(&rx->link);
+		layer_proto_report_rx(ep, rx, NULL, 0, FI_RECV | FI_MSG, 0, FI_ADDR_NOTAVAIL,
+				      FI_ECANCELED, 0);
+		layer_rx_free(ep, rx);
+		return 0;
+	}
+	return -FI_ENOENT;
+}
+
+void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *comp)
+{
+	enum layer_ctx_type type = *(enum layer_ctx_type *) comp->op_context;
+	struct layer_rx_buf *buf;
+	struct layer_tx *tx;
+
+	switch (type) {
+	case LAYER_CTX_TX:
+		tx = comp->op_context;
+		util_dlist_remove(&tx->link);
+		if (tx->hdr.op == LAYER_OP_RTS)
+			layer_rndv_tx_sent(ep, tx);
+		else
+			layer_proto_complete_tx(ep, tx, 0);
+		break;
+	case LAYER_CTX_RX_BUF:
+		buf = comp->op_context;
+		util_dlist_remove(&buf->link);
+		buf->len = comp->len;
+		layer_proto_handle_buf(ep, buf);
+		break;
+	case LAYER_CTX_READ:
+		layer_rndv_read_done(ep, comp->op_context, 0);
+		break;
+	}
+}
+
+void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry *err)
+{
+	enum layer_ctx_type type;
+	struct layer_rx_buf *buf;
+	struct layer_tx *tx;
+	int code = err->err ? err->err : FI_EIO;
+
+	if (!err->op_context)
+		return;
+	type = *(enum layer_ctx_type *) err->op_context;
+	switch (type) {
+	case LAYER_CTX_TX:
+		tx = err->op_context;
+		util_dlist_remove(&tx->link);
+		if (tx->conn->state != LAYER_CONN_CLOSED)
+			layer_conn_fail(tx->conn, code);
+		layer_proto_complete_tx(ep, tx, code);
+		break;
+	case LAYER_CTX_RX_BUF:
+		buf = err->op_context;
+		util_dlist_remove(&buf->link);
+		if (code != FI_ECANCELED && buf->conn->state != LAYER_CONN_CLOSED)
+			layer_conn_fail(buf->conn, code);
+		util_bufpool_put(&ep->buf_pool, buf);
+		break;
+	case LAYER_CTX_READ:
+		layer_rndv_read_done(ep, err->op_context, code);
+		break;
+	}
+}

@@ -1,0 +1,67 @@
+/*
+ * Wire protocol of ofi_layer over a connected core: every message starts with a fixed,
+ * versioned header. Eager messages carry their payload right after it; a rendezvous request
+ * (RTS) carries the sender's registered segments, which the receiver reads with the core's
+ * RMA read once the message is matched, and acknowledges with an ACK.
+ */
+#ifndef LAYER_PROTO_H
+#define LAYER_PROTO_H
+
+#include <stdint.h>
+
+#include "layer/layer.h"
+
+#define LAYER_PROTO_VERSION 1
+
+/* Operations, with their names for logs. */
+#define LAYER_OPS(X)                                          \
+	X(EAGER, "eager")      /* header + payload */         \
+	X(RTS, "rts")          /* rendezvous request */       \
+	X(ACK, "ack")          /* rendezvous data pulled */
+
+enum layer_op {
+#define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
+	LAYER_OPS(LAYER_OP_ENUM)
+#undef LAYER_OP_ENUM
+	LAYER_OP_MAX
+};
+
+const char *layer_op_str(unsigned op);
+
+/* Header flags. */
+#define LAYER_HDR_CQ_DATA (1u << 0) /* data holds remote CQ data */
+
+struct layer_hdr {
+	uint8_t version;    /* LAYER_PROTO_VERSION */
+	uint8_t op;         /* enum layer_op */
+	uint16_t flags;     /* LAYER_HDR_* */
+	uint32_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
+	uint64_t size;      /* EAGER: payload bytes; RTS: message size */
+	uint64_t tag;       /* reserved for tagged messages */
+	uint64_t data;      /* remote CQ data */
+	uint64_t msg_id;    /* RTS/ACK: the sender's id of the message */
+};
+
+_Static_assert(sizeof(struct layer_hdr) == LAYER_HDR_SIZE, "wire header size");
+
+/* One registered segment of a rendezvous message. */
+struct layer_rts_seg {
+	uint64_t addr;      /* remote address as the core's RMA wants it */
+	uint64_t key;
+	uint64_t len;
+};
+
+#define LAYER_RTS_MAX_SEGS LAYER_IOV_LIMIT
+
+/* Handshake carried in the core's connection request. */
+struct layer_hello {
+	uint32_t magic;     /* LAYER_HELLO_MAGIC */
+	uint8_t version;    /* LAYER_PROTO_VERSION */
+	uint8_t addrlen;    /* bytes of addr in use */
+	uint16_t reserved;
+	uint8_t addr[28];   /* the requester's listening address (normalised) */
+};
+
+#define LAYER_HELLO_MAGIC 0x6c617972u /* "layr" */
+
+#endif /* LAYER_PROTO_H */

@@ -1,1 +1,0 @@
-/* placeholder: implemented in a following commit */
