@@ -281,15 +281,15 @@ int util_av_table_init(struct util_av_table *table, size_t addrlen, size_t initi
 	memset(table, 0, sizeof(*table));
 	table->addrlen = addrlen;
 
-	count = initial_count ? UTIL_MIN(initial_count, AV_TABLE_MAX_PREALLOC) :
-				AV_TABLE_DEFAULT_COUNT;
+	count = initial_count ? UTIL_MIN(initial_count, AV_TABLE_MAX_PREALLOC)
+			      : AV_TABLE_DEFAULT_COUNT;
 	ret = av_table_grow(table, count);
 	if (ret)
 		goto err_free_arrays;
 
 	/* initial_count entries fit without a rebuild: load stays <= 1/2 */
-	ret = av_hash_rebuild(table, UTIL_MAX(util_roundup_pow2(count * 2),
-					      (size_t) AV_HASH_MIN_SLOTS));
+	ret = av_hash_rebuild(table,
+			      UTIL_MAX(util_roundup_pow2(count * 2), (size_t) AV_HASH_MIN_SLOTS));
 	if (ret)
 		goto err_free_arrays;
 	return 0;
@@ -412,8 +412,8 @@ int util_av_table_find(const struct util_av_table *table, const void *addr, size
 
 size_t util_av_table_mem_size(const struct util_av_table *table)
 {
-	return table->capacity * (table->addrlen + sizeof(*table->gen) +
-				  sizeof(*table->free_heap)) +
+	return table->capacity *
+		       (table->addrlen + sizeof(*table->gen) + sizeof(*table->free_heap)) +
 	       (table->hash_mask + 1) * (sizeof(*table->hash) + sizeof(*table->hash_tag));
 }
 

@@ -259,9 +259,9 @@ static void test_out_of_range(void **state)
 static void test_remove_list(void **state)
 {
 	struct util_av_table *table = *state;
-	size_t bad[] = { 1, 5, 2 };
-	size_t twice[] = { 3, 1, 3 };
-	size_t good[] = { 3, 0 };
+	size_t bad[] = {1, 5, 2};
+	size_t twice[] = {3, 1, 3};
+	size_t good[] = {3, 0};
 	uint32_t i;
 
 	for (i = 0; i < 4; i++)
@@ -365,8 +365,7 @@ static void make_addr_len(uint8_t *out, size_t addrlen, uint32_t value)
 	memcpy(out + addrlen - sizeof(value), &value, sizeof(value));
 }
 
-static void check_model(const struct util_av_table *table, const struct model *m,
-			size_t addrlen)
+static void check_model(const struct util_av_table *table, const struct model *m, size_t addrlen)
 {
 	uint8_t a[64];
 	size_t i;
@@ -394,7 +393,7 @@ static void run_random(size_t addrlen, uint64_t seed)
 {
 	const size_t ops = 100000, values = 400, max_live = 1500;
 	struct util_av_table table;
-	struct model m = { 0 };
+	struct model m = {0};
 	uint64_t rs = seed;
 	uint8_t a[64];
 	size_t op, index, want;
