@@ -1,7 +1,7 @@
 # Provider-independent building blocks; never include layer/ headers from here.
 noinst_LTLIBRARIES += util/libutil.la
 util_libutil_la_SOURCES = \
-	util/util.h util/list.h util/lock.h \
+	util/util.h util/util.c util/list.h util/lock.h \
 	util/wait.h util/wait.c \
 	util/cq.h util/cq.c \
 	util/eq.h util/eq.c \

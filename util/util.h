@@ -41,6 +41,13 @@ static inline size_t util_roundup_pow2(size_t x)
 /* Milliseconds since an arbitrary start, from CLOCK_MONOTONIC. */
 uint64_t util_now_ms(void);
 
+/*
+ * fi_cq_strerror / fi_eq_strerror: the fi_strerror text of prov_errno (either sign), copied
+ * into buf when buf is not NULL and len > 0 (truncated, always terminated); returns buf then,
+ * else the static string.
+ */
+const char *util_strerror(int prov_errno, char *buf, size_t len);
+
 /* Remaining milliseconds of a timeout (-1: infinite) that started at start_ms. */
 static inline int util_timeout_left(int timeout_ms, uint64_t start_ms)
 {

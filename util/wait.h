@@ -8,6 +8,9 @@
 #ifndef UTIL_WAIT_H
 #define UTIL_WAIT_H
 
+#include <stdatomic.h>
+#include <rdma/fi_eq.h>
+
 #include "util/util.h"
 
 struct util_wait {
@@ -27,6 +30,12 @@ int util_wait_del_fd(struct util_wait *wait, int fd);
 void util_wait_signal(struct util_wait *wait);
 
 /*
+ * Consumes a pending signal without sleeping, so that epfd stops being readable on its
+ * account. For fi_trywait: reset first, then check for entries (a later signal stays).
+ */
+void util_wait_reset(struct util_wait *wait);
+
+/*
  * Sleeps in the kernel until an fd of the set is readable or timeout_ms (-1: forever) passes.
  * Consumes a pending signal. Returns 0 when woken, -FI_ETIMEDOUT on timeout, -FI_EINTR
  * when interrupted by a signal, another negative -FI_E* code on failure.
@@ -42,5 +51,21 @@ int util_wait_wait(struct util_wait *wait, int timeout_ms);
  */
 int util_wait_until(struct util_wait *wait, const struct util_progress *p, int timeout_ms,
 		    bool (*done)(void *arg), void *arg);
+
+/*
+ * The wait object an EQ, CQ or counter really uses for a requested one: FI_WAIT_NONE stays,
+ * FI_WAIT_UNSPEC and FI_WAIT_FD become FI_WAIT_FD; FI_WAIT_SET, FI_WAIT_MUTEX_COND,
+ * FI_WAIT_YIELD and FI_WAIT_POLLFD give -FI_ENOSYS, anything else -FI_EINVAL.
+ */
+int util_wait_obj_resolve(enum fi_wait_obj requested, enum fi_wait_obj *resolved);
+
+/*
+ * fi_control on an object with this wait set: FI_GETWAIT stores epfd in *(int *) arg
+ * (-FI_ENODATA when wait_obj is FI_WAIT_NONE) and, when is_fd_exported is not NULL, sets it
+ * (from then on every update must signal); FI_GETWAITOBJ stores wait_obj in
+ * *(enum fi_wait_obj *) arg; anything else is -FI_ENOSYS.
+ */
+int util_wait_control(struct util_wait *wait, enum fi_wait_obj wait_obj, int command,
+		      void *arg, atomic_bool *is_fd_exported);
 
 #endif /* UTIL_WAIT_H */
