@@ -42,12 +42,25 @@ struct util_cq {
 
 	struct util_progress progress;
 	atomic_int ref;                 /* objects bound to this CQ; fini refuses while > 0 */
+
+	size_t overflow_cnt;            /* entries in overflow */
+	size_t error_cnt;               /* entries in errors */
+	enum fi_cq_wait_cond wait_cond; /* FI_CQ_COND_THRESHOLD: sread's cond is a size_t */
+	atomic_int sleepers;            /* threads in sread: writes must signal the wait set */
+	atomic_bool is_fd_exported;     /* FI_GETWAIT handed out the fd: every write signals */
+	uint32_t api_version;           /* fabric's; below 1.5 fi_cq_err_entry is the short one.
+					 * util_cq_init sets the header's version, the owner may
+					 * overwrite it with fabric_attr->api_version */
 };
 
 /*
  * Initialises cq from attr (format, size, wait_obj; FI_WAIT_SET and FI_WAIT_MUTEX_COND are
  * refused with -FI_ENOSYS, an unknown format or wait_obj with -FI_EINVAL). The fid's
  * context is set, its ops table to util_cq_ops; fid.ops is left to the owner.
+ * Also: attr NULL means defaults (context format, no wait object, 1024 entries); size is
+ * rounded up to a power of two; FI_WAIT_YIELD and FI_WAIT_POLLFD are -FI_ENOSYS too; flags
+ * other than FI_AFFINITY are -FI_EBADFLAGS; wait_cond FI_CQ_COND_THRESHOLD is honoured.
+ * On an FI_WAIT_NONE CQ, sread, sreadfrom and signal return -FI_ENOSYS (fi_cq(3): invalid).
  */
 int util_cq_init(struct util_cq *cq, const struct fi_cq_attr *attr, bool is_thread_safe,
 		 const struct util_progress *progress, void *context);
@@ -64,6 +77,13 @@ size_t util_cq_count(struct util_cq *cq);
 
 /* FI_GETWAIT: returns the wait fd in *(int *) arg; -FI_ENODATA without a wait object. */
 int util_cq_control(struct fid *fid, int command, void *arg);
+
+/*
+ * For fi_trywait: clears the wait set's pending signal, then returns -FI_EAGAIN when entries
+ * or errors are waiting (or the owner's trywait hook says so), 0 when sleeping on the fd is
+ * safe. -FI_ENODATA without a wait object.
+ */
+int util_cq_trywait(struct util_cq *cq);
 
 /* read, readfrom, readerr, sread, sreadfrom, signal, strerror. */
 extern struct fi_ops_cq util_cq_ops;
