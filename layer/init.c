@@ -46,7 +46,7 @@ static const struct layer_param {
 	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
 	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,
 	  "Default receive queue depth reported in rx_attr->size (default: 1024)" },
-	{ "cq_batch", &layer_settings.cq_batch, 1, 1024,
+	{ "cq_batch", &layer_settings.cq_batch, 1, 64,
 	  "Core completions read per progress call (default: 32)" },
 };
 
