@@ -1,0 +1,252 @@
+/*
+ * A peer that speaks the wire protocol badly: a raw tcp MSG endpoint connects to an
+ * ofi_layer endpoint and sends malformed messages (runt, wrong version, unknown operation,
+ * length mismatches, a forged rendezvous request, an acknowledgement for nothing), then a
+ * good one. The layer endpoint must drop each bad message, deliver only the good one, and
+ * refuse a connection request whose handshake is garbage, carrying on with its work.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include "layer/proto.h"
+
+static int failed, passed;
+
+#define CHECK(cond, ...) do { \
+	if (cond) { passed++; } else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+		printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define TRY(call) do { int _r = (int) (call); if (_r < 0) { \
+	printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, fi_strerror(-_r)); \
+	exit(1); } } while (0)
+
+struct layer_side {
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	char addr[64];
+	size_t addrlen;
+};
+
+struct raw_side {
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_eq *eq;
+	struct fi_info *info;
+};
+
+static void open_layer(struct layer_side *l)
+{
+	const char *prov = getenv("LAYER_TEST_PROV");
+	struct fi_info *hints = fi_allocinfo(), *info;
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	int ret;
+
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	hints->fabric_attr->prov_name = strdup(prov ? prov : "tcp;ofi_layer");
+	ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
+	if (ret == -FI_ENODATA) {
+		printf("SKIP: provider not available\n");
+		exit(77);
+	}
+	TRY(ret);
+	TRY(fi_fabric(info->fabric_attr, &l->fabric, NULL));
+	TRY(fi_domain(l->fabric, info, &l->domain, NULL));
+	TRY(fi_endpoint(l->domain, info, &l->ep, NULL));
+	TRY(fi_cq_open(l->domain, &cq_attr, &l->cq, NULL));
+	TRY(fi_av_open(l->domain, &av_attr, &l->av, NULL));
+	TRY(fi_ep_bind(l->ep, &l->cq->fid, FI_TRANSMIT | FI_RECV));
+	TRY(fi_ep_bind(l->ep, &l->av->fid, 0));
+	TRY(fi_enable(l->ep));
+	l->addrlen = sizeof(l->addr);
+	TRY(fi_getname(&l->ep->fid, l->addr, &l->addrlen));
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+static void open_raw(struct raw_side *r)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
+
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG;
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->fabric_attr->prov_name = strdup("tcp");
+	TRY(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &r->info));
+	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
+	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
+	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
+	TRY(fi_eq_open(r->fabric, &eq_attr, &r->eq, NULL));
+	fi_freeinfo(hints);
+}
+
+/* Drives both sides until the raw connection reports an event; returns it. */
+static uint32_t raw_connect(struct layer_side *l, struct raw_side *r, const void *param,
+			    size_t paramlen)
+{
+	struct fi_eq_cm_entry entry;
+	struct fi_eq_err_entry err;
+	uint32_t event;
+	ssize_t ret;
+	int i;
+
+	TRY(fi_endpoint(r->domain, r->info, &r->ep, NULL));
+	TRY(fi_ep_bind(r->ep, &r->eq->fid, 0));
+	TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+	TRY(fi_enable(r->ep));
+	TRY(fi_connect(r->ep, l->addr, param, paramlen));
+	for (i = 0; i < 20000; i++) {
+		fi_cq_read(l->cq, NULL, 0);
+		ret = fi_eq_read(r->eq, &event, &entry, sizeof(entry), 0);
+		if (ret > 0)
+			return event;
+		if (ret == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			fi_eq_readerr(r->eq, &err, 0);
+			return 0;
+		}
+		usleep(500);
+	}
+	return UINT32_MAX;
+}
+
+static void raw_send(struct layer_side *l, struct raw_side *r, const void *buf, size_t len)
+{
+	struct fi_cq_msg_entry comp;
+	ssize_t ret;
+	int i;
+
+	do {
+		ret = fi_send(r->ep, buf, len, NULL, 0, NULL);
+		fi_cq_read(l->cq, NULL, 0);
+	} while (ret == -FI_EAGAIN);
+	TRY(ret);
+	for (i = 0; i < 20000; i++) {
+		fi_cq_read(l->cq, NULL, 0);
+		if (fi_cq_read(r->cq, &comp, 1) == 1)
+			return;
+		usleep(100);
+	}
+	CHECK(0, "raw send of %zu bytes did not complete", len);
+}
+
+int main(void)
+{
+	struct layer_hello hello = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.addrlen = 16,
+	};
+	struct {
+		struct layer_hdr hdr;
+		struct layer_rts_seg seg[LAYER_RTS_MAX_SEGS];
+		char payload[64];
+	} msg;
+	struct fi_cq_data_entry comp;
+	struct layer_side l = { 0 };
+	struct raw_side r = { 0 };
+	char garbage[16] = "not a handshake";
+	char rbuf[64];
+	uint32_t event;
+	ssize_t ret;
+	int i, got = 0, errors = 0;
+
+	alarm(120);
+	open_layer(&l);
+	open_raw(&r);
+
+	/* A connection request with a garbage handshake is refused. */
+	event = raw_connect(&l, &r, garbage, sizeof(garbage));
+	CHECK(event != FI_CONNECTED, "garbage handshake was accepted (event %u)", event);
+	fi_close(&r.ep->fid);
+
+	/* A proper handshake is accepted. */
+	memcpy(hello.addr, l.addr, 16);
+	event = raw_connect(&l, &r, &hello, sizeof(hello));
+	CHECK(event == FI_CONNECTED, "valid handshake not accepted (event %u)", event);
+	if (event != FI_CONNECTED)
+		goto out;
+
+	TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));
+
+	/* Runt: shorter than a header. */
+	raw_send(&l, &r, "xyz", 3);
+	/* Wrong protocol version. */
+	memset(&msg, 0, sizeof(msg));
+	msg.hdr = (struct layer_hdr) { .version = 99, .op = LAYER_OP_EAGER, .size = 4 };
+	raw_send(&l, &r, &msg, sizeof(msg.hdr) + 4);
+	/* Unknown operation. */
+	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = 200 };
+	raw_send(&l, &r, &msg, sizeof(msg.hdr));
+	/* Eager size disagreeing with the bytes that came. */
+	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER,
+				       .size = 1000 };
+	raw_send(&l, &r, &msg, sizeof(msg.hdr) + 8);
+	/* Rendezvous request whose segments do not add up to its size. */
+	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_RTS,
+				       .seg_cnt = 1, .size = 1 << 20 };
+	msg.seg[0] = (struct layer_rts_seg) { .addr = 0, .key = 1, .len = 16 };
+	raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(msg.seg[0]));
+	/* Rendezvous request with too many segments. */
+	msg.hdr.seg_cnt = 1000;
+	raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(msg.seg[0]));
+	/* Acknowledgement of a message never sent. */
+	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_ACK,
+				       .msg_id = 12345 };
+	raw_send(&l, &r, &msg, sizeof(msg.hdr));
+	/* Finally a good message. */
+	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER,
+				       .size = 3 };
+	memcpy((char *) &msg + sizeof(msg.hdr), "ok", 3);
+	raw_send(&l, &r, &msg, sizeof(msg.hdr) + 3);
+
+	for (i = 0; i < 20000 && !got; i++) {
+		ret = fi_cq_read(l.cq, &comp, 1);
+		if (ret == 1)
+			got++;
+		else if (ret == -FI_EAVAIL)
+			errors++, fi_cq_readerr(l.cq, &(struct fi_cq_err_entry) { 0 }, 0);
+		else
+			usleep(100);
+	}
+	CHECK(got == 1, "the good message was not delivered");
+	CHECK(errors == 0, "%d error completions for dropped messages", errors);
+	CHECK(got != 1 || (comp.op_context == rbuf && comp.len == 3 && !strcmp(rbuf, "ok")),
+	      "wrong message delivered (len %zu)", comp.len);
+	/* Nothing more arrives. */
+	TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));
+	for (i = 0, ret = -FI_EAGAIN; i < 200 && ret == -FI_EAGAIN; i++) {
+		ret = fi_cq_read(l.cq, &comp, 1);
+		usleep(100);
+	}
+	CHECK(ret == -FI_EAGAIN, "unexpected completion after the good message (%zd)", ret);
+	fi_close(&r.ep->fid);
+out:
+	fi_close(&l.ep->fid);
+	fi_close(&l.cq->fid);
+	fi_close(&l.av->fid);
+	fi_close(&l.domain->fid);
+	fi_close(&l.fabric->fid);
+	fi_close(&r.cq->fid);
+	fi_close(&r.eq->fid);
+	fi_close(&r.domain->fid);
+	fi_close(&r.fabric->fid);
+	fi_freeinfo(r.info);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
