@@ -15,6 +15,15 @@
 #include "util/lock.h"
 #include "util/wait.h"
 
+/*
+ * util_eq_write flag marking an error event. libfabric 1.17 has no public name for it; the
+ * bit is one no fi_eq_write flag uses.
+ */
+#define UTIL_EQ_ERR (1ULL << 60)
+#ifndef FI_EQ_ERR
+#define FI_EQ_ERR UTIL_EQ_ERR
+#endif
+
 struct util_eq {
 	struct fid_eq eq_fid;
 	enum fi_wait_obj wait_obj;  /* FI_WAIT_NONE or FI_WAIT_FD */
@@ -23,9 +32,19 @@ struct util_eq {
 	struct util_dlist events;   /* struct util_eq_event, successes and errors in order */
 	struct util_progress progress;
 	atomic_int ref;             /* objects bound to this EQ; fini refuses while > 0 */
+
+	void *last_err;             /* error event whose err_data readerr lent to the application
+				     * (fi_eq(3) compatibility mode); freed at the next read */
+	uint32_t api_version;       /* fabric's; below 1.5 fi_eq_err_entry is the short one.
+				     * util_eq_init sets the header's version, the owner may
+				     * overwrite it with fabric_attr->api_version */
 };
 
-/* -FI_ENOSYS for FI_WAIT_SET / FI_WAIT_MUTEX_COND, -FI_EINVAL for bad attributes. */
+/*
+ * attr may be NULL (defaults). -FI_ENOSYS for FI_WAIT_SET / FI_WAIT_MUTEX_COND / FI_WAIT_YIELD
+ * / FI_WAIT_POLLFD, -FI_EBADFLAGS for flags other than FI_WRITE and FI_AFFINITY, -FI_EINVAL
+ * for other bad attributes. attr->size is not a limit: the queue grows as needed.
+ */
 int util_eq_init(struct util_eq *eq, const struct fi_eq_attr *attr,
 		 const struct util_progress *progress, void *context);
 int util_eq_fini(struct util_eq *eq);
@@ -43,6 +62,12 @@ int util_eq_write_error(struct util_eq *eq, fid_t fid, void *context, uint64_t d
 			int prov_errno);
 
 int util_eq_control(struct fid *fid, int command, void *arg);
+
+/*
+ * For fi_trywait: clears the pending signal, then -FI_EAGAIN when events wait (or the owner's
+ * trywait hook says so), 0 when sleeping on the fd is safe; -FI_ENODATA without a wait object.
+ */
+int util_eq_trywait(struct util_eq *eq);
 
 extern struct fi_ops_eq util_eq_ops;
 
