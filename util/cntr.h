@@ -20,8 +20,17 @@ struct util_cntr {
 	_Atomic uint64_t err;
 	struct util_progress progress;
 	atomic_int ref;
+
+	atomic_int sleepers;        /* threads in fi_cntr_wait: updates must signal */
+	atomic_bool is_fd_exported; /* FI_GETWAIT handed out the fd: every update signals */
+	_Atomic uint64_t seen_cnt;  /* values last returned by read/readerr, for trywait */
+	_Atomic uint64_t seen_err;
 };
 
+/*
+ * attr may be NULL (defaults). -FI_ENOSYS for FI_WAIT_SET / FI_WAIT_MUTEX_COND / FI_WAIT_YIELD
+ * / FI_WAIT_POLLFD, -FI_EBADFLAGS for non-zero flags, -FI_EINVAL for other bad attributes.
+ */
 int util_cntr_init(struct util_cntr *cntr, const struct fi_cntr_attr *attr,
 		   const struct util_progress *progress, void *context);
 int util_cntr_fini(struct util_cntr *cntr);
@@ -31,6 +40,13 @@ void util_cntr_inc(struct util_cntr *cntr);
 void util_cntr_inc_err(struct util_cntr *cntr);
 
 int util_cntr_control(struct fid *fid, int command, void *arg);
+
+/*
+ * For fi_trywait: clears the pending signal, then -FI_EAGAIN when the counter or its error
+ * count changed since the application last read them (or the owner's trywait hook says so),
+ * 0 when sleeping on the fd is safe; -FI_ENODATA without a wait object.
+ */
+int util_cntr_trywait(struct util_cntr *cntr);
 
 extern struct fi_ops_cntr util_cntr_ops;
 
