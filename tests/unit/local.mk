@@ -3,6 +3,22 @@ unit_tests =
 unit_ldadd = util/libutil.la $(CMOCKA_LIBS) $(FABRIC_LIBS) $(PTHREAD_LIBS)
 unit_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 
+# util/ objects: lists, buffer pools, wait sets, CQ, EQ, counters.
+unit_tests += tests/unit/test_list tests/unit/test_bufpool tests/unit/test_wait \
+	tests/unit/test_cq tests/unit/test_eq tests/unit/test_cntr
+tests_unit_test_list_LDADD = $(unit_ldadd)
+tests_unit_test_list_CFLAGS = $(unit_cflags)
+tests_unit_test_bufpool_LDADD = $(unit_ldadd)
+tests_unit_test_bufpool_CFLAGS = $(unit_cflags)
+tests_unit_test_wait_LDADD = $(unit_ldadd)
+tests_unit_test_wait_CFLAGS = $(unit_cflags)
+tests_unit_test_cq_LDADD = $(unit_ldadd)
+tests_unit_test_cq_CFLAGS = $(unit_cflags)
+tests_unit_test_eq_LDADD = $(unit_ldadd)
+tests_unit_test_eq_CFLAGS = $(unit_cflags)
+tests_unit_test_cntr_LDADD = $(unit_ldadd)
+tests_unit_test_cntr_CFLAGS = $(unit_cflags)
+
 unit_tests += tests/unit/test_av_table
 tests_unit_test_av_table_LDADD = $(unit_ldadd)
 tests_unit_test_av_table_CFLAGS = $(unit_cflags)
