@@ -667,9 +667,11 @@ static int send_hdr(const struct fab *f, int fd, int status)
 		hdr.max_msg_size = f->max_msg_size;
 	}
 	if (write_all(fd, &hdr, sizeof(hdr)) || write_all(fd, addr, hdr.addrlen)) {
-		fprintf(stderr, "%s: %s %s: writing the address pipe: %s\n", BENCH_NAME, f->prov,
-			f->role, strerror(errno));
-		return -FI_EIO;
+		/* a peer that gave up too (provider not available) is no news */
+		if (!hdr.status)
+			fprintf(stderr, "%s: %s %s: writing the address pipe: %s\n", BENCH_NAME,
+				f->prov, f->role, strerror(errno));
+		return hdr.status ? hdr.status : -FI_EIO;
 	}
 	return hdr.status;
 }
