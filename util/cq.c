@@ -323,8 +323,9 @@ static ssize_t util_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	/* Announce the sleeper before the first check, so a racing write signals. */
 	atomic_fetch_add(&cq->sleepers, 1);
 	for (;;) {
-		ret = util_wait_until(&cq->wait, &cq->progress, util_timeout_left(timeout, start_ms),
-				      util_cq_sread_done, &sread_cond);
+		ret = util_wait_until(&cq->wait, &cq->progress,
+				      util_timeout_left(timeout, start_ms), util_cq_sread_done,
+				      &sread_cond);
 		if (ret && ret != -FI_EAGAIN)
 			break;
 		is_timed_out = ret == -FI_EAGAIN;

@@ -269,8 +269,8 @@ static ssize_t util_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, 
 		return -FI_EINVAL;
 
 	for (;;) {
-		ret = util_wait_until(&eq->wait, &eq->progress, util_timeout_left(timeout, start_ms),
-				      util_eq_sread_done, eq);
+		ret = util_wait_until(&eq->wait, &eq->progress,
+				      util_timeout_left(timeout, start_ms), util_eq_sread_done, eq);
 		if (ret && ret != -FI_EAGAIN)
 			return ret;
 		is_timed_out = ret == -FI_EAGAIN;

@@ -123,8 +123,9 @@ static void write_seq(struct fixture *f, uint64_t first, size_t cnt)
 	size_t i;
 
 	for (i = 0; i < cnt; i++)
-		assert_int_equal(util_cq_write(&f->cq, (void *) (uintptr_t) (first + i + 1), FI_SEND,
-					       first + i, NULL, first + i, 0, first + i), 0);
+		assert_int_equal(util_cq_write(&f->cq, (void *) (uintptr_t) (first + i + 1),
+					       FI_SEND, first + i, NULL, first + i, 0, first + i),
+				 0);
 }
 
 /*
