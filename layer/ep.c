@@ -126,6 +126,8 @@ static int layer_ep_close(struct fid *fid)
 	fi_close(&ep->core_eq->fid);
 	if (ep->av)
 		atomic_fetch_sub(&ep->av->ref, 1);
+	if (ep->eq)
+		atomic_fetch_sub(&ep->eq->util.ref, 1);
 	util_bufpool_fini(&ep->buf_pool);
 	util_bufpool_fini(&ep->rx_pool);
 	util_bufpool_fini(&ep->tx_pool);
@@ -222,8 +224,15 @@ static int layer_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 							  util.cntr_fid.fid), flags);
 		break;
 	case FI_CLASS_EQ:
-		/* Connection events are the provider's business: nothing to report there. */
-		ret = flags ? -FI_EBADFLAGS : 0;
+		/* Connection events are the provider's business; the EQ is held for AV events. */
+		if (flags) {
+			ret = -FI_EBADFLAGS;
+		} else if (ep->eq) {
+			ret = -FI_EINVAL;
+		} else {
+			ep->eq = container_of(bfid, struct layer_eq, util.eq_fid.fid);
+			atomic_fetch_add(&ep->eq->util.ref, 1);
+		}
 		break;
 	default:
 		ret = -FI_EINVAL;

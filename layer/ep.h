@@ -132,6 +132,7 @@ struct layer_ep {
 	struct layer_cq *rx_cq;
 	struct layer_cntr *send_cntr;
 	struct layer_cntr *recv_cntr;
+	struct layer_eq *eq;
 
 	/* core objects */
 	struct fi_info *core_info;     /* template for the core's endpoints */

@@ -164,6 +164,10 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 			return false;
 		if (da->max_ep_stx_ctx || da->max_ep_srx_ctx)
 			return false;
+		/* The two legacy modes exclude each other. */
+		if ((da->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE)) ==
+		    (FI_MR_BASIC | FI_MR_SCALABLE))
+			return false;
 		if (da->resource_mgmt == FI_RM_DISABLED)
 			return false;
 	}
@@ -176,8 +180,10 @@ static int layer_mr_mode(uint32_t version, const struct fi_info *hints)
 {
 	int mode = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
 
-	if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || mode == FI_MR_BASIC ||
-	    mode == FI_MR_SCALABLE)
+	/* Legacy modes are answered in kind; the core's registrations honour either. */
+	if (mode == FI_MR_BASIC || mode == FI_MR_SCALABLE)
+		return mode;
+	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
 		return FI_MR_SCALABLE;
 	/* FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT... are never required. */
 	return 0;
