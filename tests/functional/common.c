@@ -764,14 +764,34 @@ ssize_t lt_pipe_recv(int fd, void *buf, size_t max, int timeout_ms)
 	return ret ? ret : (ssize_t)n;
 }
 
-int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret)
+/*
+ * Why a child gave no result. libfabric installs its own SIGSEGV handler that prints a backtrace
+ * and exits, so a crash may show up as an exit status rather than a signal.
+ */
+static void lt_describe_death(bool hung, int status, int timeout_ms, char *buf, size_t len)
+{
+	if (hung)
+		snprintf(buf, len, "hung, killed after %d ms", timeout_ms);
+	else if (status != -1 && WIFSIGNALED(status))
+		snprintf(buf, len, "crashed with signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else if (status != -1 && WIFEXITED(status))
+		snprintf(buf, len, "died with exit status %d (a crash caught by libfabric's "
+			 "handler)", WEXITSTATUS(status));
+	else
+		snprintf(buf, len, "died");
+}
+
+int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret, char *why,
+	       size_t whylen)
 {
 	struct lt_child child = { .to_child = -1 };
-	int fds[2], status;
+	int fds[2], status, rret;
 	long value;
 	pid_t pid;
 
 	*ret = 0;
+	snprintf(why, whylen, "could not fork");
 	if (pipe2(fds, O_CLOEXEC))
 		return -1;
 	fflush(NULL);
@@ -786,6 +806,7 @@ int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(0);
 		signal(SIGALRM, SIG_DFL);
+		memset(lt_children, 0, sizeof(lt_children));
 		value = fn(arg);
 		if (write(fds[1], &value, sizeof(value)) != sizeof(value))
 			_exit(2);
@@ -795,25 +816,64 @@ int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret)
 	lt_child_track(pid, true);
 	child.pid = pid;
 	child.from_child = fds[0];
-	if (lt_read_all(fds[0], &value, sizeof(value), lt_now_ms() + (uint64_t)timeout_ms) == 0)
+	rret = lt_read_all(fds[0], &value, sizeof(value), lt_now_ms() + (uint64_t)timeout_ms);
+	if (rret == 0) {
+		lt_child_reap(&child, timeout_ms, false);
 		*ret = value;
-	else
-		value = LONG_MIN;
-	status = lt_child_reap(&child, value == LONG_MIN ? 0 : timeout_ms, value == LONG_MIN);
-	if (value != LONG_MIN)
+		lt_ret_str(value, why, whylen);
 		return 0;
-	if (status != -1 && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
-		return WTERMSIG(status);
+	}
+	status = lt_child_reap(&child, 1000, rret == -FI_ETIMEDOUT);
+	lt_describe_death(rret == -FI_ETIMEDOUT, status, timeout_ms, why, whylen);
 	return -1;
 }
 
-const char *lt_guarded_str(int status, long ret, char *buf, size_t len)
+int lt_isolated(const char *name, void (*fn)(void *), void *arg, int timeout_ms)
 {
-	if (status == 0)
-		return lt_ret_str(ret, buf, len);
-	if (status > 0)
-		snprintf(buf, len, "crashed with signal %d (%s)", status, strsignal(status));
-	else
-		snprintf(buf, len, "hung or exited without a result");
-	return buf;
+	struct lt_child child = { .to_child = -1 };
+	unsigned counts[2];
+	char why[128];
+	int fds[2], status, ret;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		unsigned pass0 = lt_pass_count, fail0 = lt_fail_count;
+
+		close(fds[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(0);
+		signal(SIGALRM, SIG_DFL);
+		memset(lt_children, 0, sizeof(lt_children));
+		fn(arg);
+		fflush(NULL);
+		counts[0] = lt_pass_count - pass0;
+		counts[1] = lt_fail_count - fail0;
+		if (write(fds[1], counts, sizeof(counts)) != sizeof(counts))
+			_exit(2);
+		_exit(0);
+	}
+	close(fds[1]);
+	lt_child_track(pid, true);
+	child.pid = pid;
+	child.from_child = fds[0];
+	ret = lt_read_all(fds[0], counts, sizeof(counts), lt_now_ms() + (uint64_t)timeout_ms);
+	if (ret == 0) {
+		lt_child_reap(&child, timeout_ms, false);
+		lt_pass_count += counts[0];
+		lt_fail_count += counts[1];
+		return 0;
+	}
+	status = lt_child_reap(&child, 1000, ret == -FI_ETIMEDOUT);
+	lt_describe_death(ret == -FI_ETIMEDOUT, status, timeout_ms, why, sizeof(why));
+	LT_CHECK(false, "%s: section ran to its end (%s)", name, why);
+	return -1;
 }

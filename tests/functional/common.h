@@ -196,12 +196,19 @@ ssize_t lt_pipe_recv(int fd, void *buf, size_t max, int timeout_ms);
 
 /*
  * Runs fn(arg) in a forked child (no exec) so that a crash or hang of the provider becomes a
- * failed check instead of killing the test program. The child's return value (usually an fi_*
- * return) comes back through *ret. Returns 0 if the child returned a value, a positive signal
- * number if it died of one, -1 if it hung (killed after timeout_ms) or exited without a value.
+ * failed check instead of killing the test program. Returns 0 when the child returned a value
+ * (usually an fi_* return) in *ret, -1 when it crashed or hung. Either way why describes the
+ * outcome for a check line ("-22 (Invalid argument)", "crashed with signal 11 ...").
  */
-int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret);
-/* Describes an lt_guarded outcome for a check line ("returned -22 (Invalid argument)"...). */
-const char *lt_guarded_str(int status, long ret, char *buf, size_t len);
+int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret, char *why,
+	       size_t whylen);
+/*
+ * Runs a group of checks, fn(arg), in a forked child (no exec): its check lines are printed as
+ * usual and its counts are added to this process's, but a crash or hang inside it (a provider
+ * that frees an object it refused to close, say) becomes one failed check named after the
+ * section and the program goes on. Nothing fn changes survives it. Returns 0 if fn ran to its
+ * end.
+ */
+int lt_isolated(const char *name, void (*fn)(void *), void *arg, int timeout_ms);
 
 #endif /* LAYER_TEST_COMMON_H */
