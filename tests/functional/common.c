@@ -782,8 +782,7 @@ static void lt_describe_death(bool hung, int status, int timeout_ms, char *buf, 
 		snprintf(buf, len, "died");
 }
 
-int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret, char *why,
-	       size_t whylen)
+int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret)
 {
 	struct lt_child child = { .to_child = -1 };
 	int fds[2], status, rret;
@@ -791,7 +790,6 @@ int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret, char *w
 	pid_t pid;
 
 	*ret = 0;
-	snprintf(why, whylen, "could not fork");
 	if (pipe2(fds, O_CLOEXEC))
 		return -1;
 	fflush(NULL);
@@ -820,12 +818,30 @@ int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret, char *w
 	if (rret == 0) {
 		lt_child_reap(&child, timeout_ms, false);
 		*ret = value;
-		lt_ret_str(value, why, whylen);
 		return 0;
 	}
 	status = lt_child_reap(&child, 1000, rret == -FI_ETIMEDOUT);
-	lt_describe_death(rret == -FI_ETIMEDOUT, status, timeout_ms, why, whylen);
-	return -1;
+	if (rret == -FI_ETIMEDOUT)
+		return -1;
+	if (status != -1 && WIFSIGNALED(status))
+		return WTERMSIG(status);
+	/* libfabric's own SIGSEGV handler prints a backtrace and exits. */
+	*ret = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return -2;
+}
+
+const char *lt_guarded_str(int status, long ret, char *buf, size_t len)
+{
+	if (status == 0)
+		return lt_ret_str(ret, buf, len);
+	if (status > 0)
+		snprintf(buf, len, "crashed with signal %d (%s)", status, strsignal(status));
+	else if (status == -2)
+		snprintf(buf, len, "died with exit status %ld (a crash caught by libfabric's "
+			 "handler)", ret);
+	else
+		snprintf(buf, len, "hung (killed)");
+	return buf;
 }
 
 int lt_isolated(const char *name, void (*fn)(void *), void *arg, int timeout_ms)

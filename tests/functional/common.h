@@ -196,12 +196,14 @@ ssize_t lt_pipe_recv(int fd, void *buf, size_t max, int timeout_ms);
 
 /*
  * Runs fn(arg) in a forked child (no exec) so that a crash or hang of the provider becomes a
- * failed check instead of killing the test program. Returns 0 when the child returned a value
- * (usually an fi_* return) in *ret, -1 when it crashed or hung. Either way why describes the
- * outcome for a check line ("-22 (Invalid argument)", "crashed with signal 11 ...").
+ * failed check instead of killing the test program. The child's return value (usually an fi_*
+ * return) comes back through *ret. Returns 0 if the child returned a value, a positive signal
+ * number if it died of one, -1 if it hung (killed after timeout_ms), -2 if it exited without a
+ * value (libfabric's SIGSEGV handler exits; *ret is then the exit status).
  */
-int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret, char *why,
-	       size_t whylen);
+int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret);
+/* Describes an lt_guarded outcome for a check line ("-22 (Invalid argument)", "crashed..."). */
+const char *lt_guarded_str(int status, long ret, char *buf, size_t len);
 /*
  * Runs a group of checks, fn(arg), in a forked child (no exec): its check lines are printed as
  * usual and its counts are added to this process's, but a crash or hang inside it (a provider
