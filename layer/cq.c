@@ -96,13 +96,11 @@ static void layer_cq_progress(void *arg)
 	layer_eps_progress(&cq->ep_lock, &cq->eps);
 }
 
+/* util checks its own entries; the hook answers for the cores underneath. */
 static int layer_cq_trywait(void *arg)
 {
 	struct layer_cq *cq = arg;
 
-	layer_cq_progress(cq);
-	if (util_cq_count(&cq->util))
-		return -FI_EAGAIN;
 	return layer_eps_trywait(&cq->ep_lock, &cq->eps);
 }
 
@@ -170,6 +168,7 @@ int layer_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		return ret;
 	}
 	cq->domain = domain;
+	cq->util.api_version = domain->fabric->api_version;
 	util_lock_init(&cq->ep_lock, true);
 	util_dlist_init(&cq->eps);
 	cq->util.cq_fid.fid.ops = &layer_cq_fi_ops;
@@ -191,7 +190,6 @@ static int layer_cntr_trywait(void *arg)
 {
 	struct layer_cntr *cntr = arg;
 
-	layer_cntr_progress(cntr);
 	return layer_eps_trywait(&cntr->ep_lock, &cntr->eps);
 }
 
@@ -267,7 +265,10 @@ int layer_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr,
 	return 0;
 }
 
-/* fi_trywait on the fabric: every object must be idle before the caller sleeps. */
+/*
+ * fi_trywait on the fabric: progress first (it may produce entries), then util's check,
+ * which also marks the wait fd as handed out so that later writes signal it.
+ */
 int layer_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
 	struct layer_cntr *cntr;
@@ -283,16 +284,18 @@ int layer_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 		switch (fids[i]->fclass) {
 		case FI_CLASS_CQ:
 			cq = container_of(fids[i], struct layer_cq, util.cq_fid.fid);
-			ret = layer_cq_trywait(cq);
+			layer_cq_progress(cq);
+			ret = util_cq_trywait(&cq->util);
 			break;
 		case FI_CLASS_CNTR:
 			cntr = container_of(fids[i], struct layer_cntr, util.cntr_fid.fid);
-			ret = layer_cntr_trywait(cntr);
+			layer_cntr_progress(cntr);
+			ret = util_cntr_trywait(&cntr->util);
 			break;
 		case FI_CLASS_EQ:
 			eq = container_of(fids[i], struct util_eq, eq_fid.fid);
 			util_progress_run(&eq->progress);
-			ret = util_dlist_empty(&eq->events) ? 0 : -FI_EAGAIN;
+			ret = util_eq_trywait(eq);
 			break;
 		default:
 			return -FI_EINVAL;

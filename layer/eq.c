@@ -49,6 +49,7 @@ int layer_eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr,
 		return ret;
 	}
 	eq->fabric = fabric;
+	eq->util.api_version = fabric->api_version;
 	util_lock_init(&eq->av_lock, true);
 	util_dlist_init(&eq->avs);
 	eq->util.eq_fid.fid.ops = &layer_eq_fi_ops;

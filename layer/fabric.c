@@ -103,6 +103,7 @@ int layer_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric_fi
 		goto err_free_fabric;
 	fi_freeinfo(core_info);
 
+	fabric->api_version = attr->api_version ? attr->api_version : LAYER_FI_VERSION;
 	fabric->fabric_fid.fid.fclass = FI_CLASS_FABRIC;
 	fabric->fabric_fid.fid.context = context;
 	fabric->fabric_fid.fid.ops = &layer_fabric_fi_ops;

@@ -70,6 +70,7 @@ struct layer_fabric {
 	struct fid_fabric fabric_fid;
 	struct fid_fabric *core_fabric;
 	char *core_prov_name;          /* e.g. "tcp" */
+	uint32_t api_version;          /* the application's, from the fabric attributes */
 	atomic_int ref;                /* domains open on this fabric */
 };
 
