@@ -44,10 +44,17 @@ static inline fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, siz
 	return (fi_addr_t) index;
 }
 
-/* The live table index fi_addr names: 0, or -FI_EINVAL. */
+/*
+ * The live table index fi_addr names: 0, or -FI_EINVAL. Called with the lock held; the
+ * address is prefetched first so that its cache miss overlaps the one on the generation.
+ */
 static inline int layer_av_fi_addr_to_index(const struct layer_av *av, fi_addr_t fi_addr,
 					    size_t *index)
 {
+	/* a prefetch never faults, even for an fi_addr far out of range */
+	__builtin_prefetch((const void *)((uintptr_t)av->table.addrs +
+					  (uintptr_t)fi_addr * av->addrlen));
+
 	/* compared as fi_addr_t first, so a 64-bit value is never truncated into range */
 	if (unlikely(fi_addr >= av->table.end || !util_av_table_is_live(&av->table, fi_addr)))
 		return -FI_EINVAL;
