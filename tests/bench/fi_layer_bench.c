@@ -166,7 +166,8 @@ static bool prov_unavail[MAX_PROVS];
 static bool prov_failed[MAX_PROVS];
 static bool prov_ran[MAX_PROVS];
 static int cpus[2] = {-1, -1};
-static int cur_repeat; /* the repeat being run, as the children see it */
+static int cur_repeat;	/* the repeat being run, as the children see it */
+static bool yield_idle; /* one CPU for both processes: an idle poller hands it to the peer */
 
 static const size_t default_lat_sizes[] = {8, 4096, 65536, 1048576};
 static const size_t default_bw_sizes[] = {65536, 1048576};
@@ -231,6 +232,8 @@ static int cq_poll(struct fab *f)
 		return 0;
 	}
 	if (ret == -FI_EAGAIN) {
+		if (yield_idle)
+			sched_yield();
 		if (++f->empty_polls >= LIVENESS_POLLS) {
 			f->empty_polls = 0;
 			return check_peer_alive(f);
@@ -1108,6 +1111,8 @@ static void print_table(void)
 	printf("# lat: half round trip in us; bw: MB/s (10^6 B/s), window %zu; ", opt.window);
 	if (cpus[0] >= 0)
 		printf("client on CPU %d, server on CPU %d\n", cpus[0], cpus[1]);
+	else if (yield_idle)
+		printf("one CPU, the processes yield it while waiting\n");
 	else
 		printf("not pinned\n");
 	if (opt.nprovs >= 2)
@@ -1378,15 +1383,20 @@ static void choose_cpus(void)
 	cpu_set_t set;
 	int found = 0;
 
-	if (!opt.pin || sched_getaffinity(0, sizeof(set), &set))
+	if (sched_getaffinity(0, sizeof(set), &set))
 		return;
 	for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++)
 		if (CPU_ISSET(cpu, &set))
 			cpus[found++] = cpu;
 	if (found < 2) {
-		cpus[0] = cpus[1] = -1;
-		fprintf(stderr, "%s: only one CPU available, processes not pinned\n", BENCH_NAME);
+		yield_idle = true;
+		fprintf(stderr,
+			"%s: only one CPU available: processes not pinned, and they yield "
+			"the CPU while waiting\n",
+			BENCH_NAME);
 	}
+	if (found < 2 || !opt.pin)
+		cpus[0] = cpus[1] = -1;
 }
 
 int main(int argc, char **argv)
