@@ -423,7 +423,8 @@ static int run_bw(struct fab *f, const struct test *t, bool initiator, double *r
 
 /* ---------------------------------------------------------------- setup and teardown */
 
-static int fab_getinfo(const char *prov, bool tagged, bool manual, struct fi_info **info)
+static int fab_getinfo(const char *prov, bool tagged, bool manual, bool on_loopback,
+		       struct fi_info **info)
 {
 	struct fi_info *hints;
 	int ret;
@@ -446,7 +447,10 @@ static int fab_getinfo(const char *prov, bool tagged, bool manual, struct fi_inf
 		return -FI_ENOMEM;
 	}
 	/* FI_SOURCE with no service: bind 127.0.0.1 on an ephemeral port, fi_getname tells it */
-	ret = fi_getinfo(BENCH_API, BENCH_NODE, NULL, FI_SOURCE, hints, info);
+	if (on_loopback)
+		ret = fi_getinfo(BENCH_API, BENCH_NODE, NULL, FI_SOURCE, hints, info);
+	else
+		ret = fi_getinfo(BENCH_API, NULL, NULL, 0, hints, info);
 	fi_freeinfo(hints);
 	return ret;
 }
@@ -509,6 +513,12 @@ static void fab_close(struct fab *f)
 	f->tx_ctx = f->rx_ctx = NULL;
 }
 
+static bool is_ip_format(uint32_t addr_format)
+{
+	return addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN ||
+	       addr_format == FI_SOCKADDR_IN6;
+}
+
 /* Returns -FI_ENODATA, quietly, when the provider is not available. fab_close() cleans up. */
 static int fab_open(struct fab *f, size_t buf_size)
 {
@@ -528,12 +538,29 @@ static int fab_open(struct fab *f, size_t buf_size)
 
 		if (tagged && !opt.tagged)
 			continue;
-		ret = fab_getinfo(f->prov, tagged, manual, &f->info);
+		ret = fab_getinfo(f->prov, tagged, manual, true, &f->info);
 	}
 	if (ret) {
 		if (ret != -FI_ENODATA)
 			fab_err(f, "fi_getinfo", ret);
 		return ret;
+	}
+	/*
+	 * 127.0.0.1 names an address only for IP formats. Others (shm's FI_ADDR_STR) make it the
+	 * same name for client and server; asked without a node, the provider picks a name of
+	 * its own for each process.
+	 */
+	if (!is_ip_format(f->info->addr_format)) {
+		bool tagged = f->info->caps & FI_TAGGED;
+		bool manual = f->info->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+
+		fi_freeinfo(f->info);
+		f->info = NULL;
+		ret = fab_getinfo(f->prov, tagged, manual, false, &f->info);
+		if (ret) {
+			fab_err(f, "fi_getinfo", ret);
+			return ret == -FI_ENODATA ? -FI_EOTHER : ret;
+		}
 	}
 	f->has_tagged = f->info->caps & FI_TAGGED;
 	f->max_msg_size = f->info->ep_attr->max_msg_size;
