@@ -27,11 +27,17 @@ static void layer_conn_release_bufs(struct layer_conn *conn)
 				 container_of(item, struct layer_rx_buf, link));
 }
 
+/*
+ * Buffers posted on a connection: incoming ones carry the peer's messages; on outgoing ones
+ * only control replies (rendezvous ACKs) arrive, and the core holds what finds no buffer.
+ */
+#define LAYER_CTRL_BUF_CNT 8
+
 static int layer_conn_setup_core(struct layer_ep *ep, struct layer_conn *conn,
 				 struct fi_info *info)
 {
+	size_t i, buf_cnt = conn->is_outgoing ? LAYER_CTRL_BUF_CNT : layer_settings.rx_buf_cnt;
 	struct layer_rx_buf *buf;
-	size_t i;
 	int ret;
 
 	ret = fi_endpoint(ep->domain->core_domain, info, &conn->core_ep, conn);
@@ -47,7 +53,7 @@ static int layer_conn_setup_core(struct layer_ep *ep, struct layer_conn *conn,
 	if (ret)
 		goto err_close_core_ep;
 
-	for (i = 0; i < layer_settings.rx_buf_cnt; i++) {
+	for (i = 0; i < buf_cnt; i++) {
 		buf = util_bufpool_get(&ep->buf_pool);
 		if (!buf) {
 			ret = -FI_ENOMEM;

@@ -40,8 +40,8 @@ static const struct layer_param {
 	  "Largest message payload (bytes) sent inline with its header; larger messages use "
 	  "rendezvous, the receiver pulling the data with the core's RMA read (default: 16384)" },
 	{ "rx_buf_cnt", &layer_settings.rx_buf_cnt, 4, 65536,
-	  "Receive buffers posted per connection, each eager_size plus the header "
-	  "(default: 64)" },
+	  "Receive buffers posted on each connection a peer opened, each eager_size plus "
+	  "the header (default: 64)" },
 	{ "tx_size", &layer_settings.tx_size, 16, 1 << 20,
 	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
 	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,
