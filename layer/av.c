@@ -30,8 +30,6 @@
 #define LAYER_AV_MAX_RX_CTX_BITS 64
 /* fi_addr lists up to this long are decoded on the stack by remove */
 #define LAYER_AV_REMOVE_STACK 64
-/* addresses ahead of the one being inserted whose hash slot is prefetched */
-#define LAYER_AV_PREFETCH_DIST 8
 /* large enough for any normalised address (sockaddr_in6) */
 #define LAYER_AV_ADDR_MAX sizeof(struct sockaddr_in6)
 
@@ -52,8 +50,8 @@ static inline int layer_av_fi_addr_to_index(const struct layer_av *av, fi_addr_t
 					    size_t *index)
 {
 	/* a prefetch never faults, even for an fi_addr far out of range */
-	__builtin_prefetch((const void *)((uintptr_t)av->table.addrs +
-					  (uintptr_t)fi_addr * av->addrlen));
+	__builtin_prefetch(
+		(const void *) ((uintptr_t) av->table.addrs + (uintptr_t) fi_addr * av->addrlen));
 
 	/* compared as fi_addr_t first, so a 64-bit value is never truncated into range */
 	if (unlikely(fi_addr >= av->table.end || !util_av_table_is_live(&av->table, fi_addr)))
@@ -190,10 +188,6 @@ static int layer_av_insert(struct fid_av *av_fid, const void *addr, size_t count
 	/* FI_MORE is only a hint: every call completes before it returns */
 	util_lock_acquire(&av->lock);
 	for (i = 0; i < count; i++) {
-		if (i + LAYER_AV_PREFETCH_DIST < count)
-			util_av_table_prefetch(&av->table,
-					       src + (i + LAYER_AV_PREFETCH_DIST) * av->addrlen);
-
 		ret = layer_av_normalize(av->domain->addr_format, src + i * av->addrlen,
 					 av->addrlen, norm);
 		if (!ret)

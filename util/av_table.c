@@ -6,9 +6,11 @@
  * The hash holds index + 1 per slot (0 empty, UINT32_MAX a tombstone) and is probed
  * linearly. Duplicates are allowed, so a search cannot stop at the first match: it walks the
  * whole probe chain up to an empty slot and keeps the lowest live index. Insertions never
- * compare addresses (they take the first empty or tombstone slot), which keeps them cheap.
- * The hash is rebuilt from the dense arrays (sequential reads) when live entries plus
- * tombstones would pass half the slots.
+ * compare addresses (they take the first empty or tombstone slot), and they reach the hash
+ * in batches (the pending list) with their slots prefetched, since one random cache miss per
+ * insertion would otherwise cost more than everything else together. The hash is rebuilt
+ * from the dense arrays (sequential reads) when live, pending and tombstone entries would
+ * pass half the slots.
  */
 #include "config.h"
 
@@ -217,6 +219,8 @@ static int av_hash_rebuild(struct util_av_table *table, size_t slots)
 	table->hash_tag = tag;
 	table->hash_mask = slots - 1;
 	table->hash_used = 0;
+	/* every live entry is hashed below, the pending ones included */
+	table->pending_cnt = 0;
 
 	/*
 	 * Slots are hashed AV_PREFETCH_DIST entries ahead and prefetched, so the random accesses
@@ -232,6 +236,18 @@ static int av_hash_rebuild(struct util_av_table *table, size_t slots)
 		}
 	}
 	return 0;
+}
+
+/* Hashes the pending entries, their slots prefetched first so the misses overlap. */
+static void av_hash_flush(struct util_av_table *table)
+{
+	size_t i;
+
+	for (i = 0; i < table->pending_cnt; i++)
+		av_prefetch_slot(table, table->pending_hash[i]);
+	for (i = 0; i < table->pending_cnt; i++)
+		av_hash_put(table, table->pending[i], table->pending_hash[i]);
+	table->pending_cnt = 0;
 }
 
 /* Grows the dense arrays to hold at least need entries; nothing changes on failure. */
@@ -323,8 +339,11 @@ int util_av_table_insert(struct util_av_table *table, const void *addr, size_t *
 			return ret;
 	}
 
-	/* counting tombstones: they lengthen chains as much as live entries do */
-	if ((table->hash_used + 1) * 2 > table->hash_mask + 1) {
+	/*
+	 * Counting tombstones (they lengthen chains as much as live entries do) and pending
+	 * entries: checked here, before anything changes, so that a flush never needs room.
+	 */
+	if ((table->hash_used + table->pending_cnt + 1) * 2 > table->hash_mask + 1) {
 		ret = av_hash_rebuild(table, av_hash_slots(table->count + 1, table->end + 1));
 		if (ret)
 			return ret;
@@ -333,18 +352,32 @@ int util_av_table_insert(struct util_av_table *table, const void *addr, size_t *
 	idx = table->free_cnt ? av_heap_pop(table) : table->end++;
 	memcpy(av_addr_at(table, idx), addr, table->addrlen);
 	table->gen[idx] |= AV_GEN_LIVE;
-	av_hash_put(table, idx, hv);
 	table->count++;
+
+	table->pending[table->pending_cnt] = (uint32_t) idx;
+	table->pending_hash[table->pending_cnt] = hv;
+	if (++table->pending_cnt == UTIL_AV_TABLE_PENDING)
+		av_hash_flush(table);
 	*index = idx;
 	return 0;
 }
 
 int util_av_table_remove(struct util_av_table *table, size_t index)
 {
+	size_t i, last;
+
 	if (!util_av_table_is_live(table, index))
 		return -FI_EINVAL;
 
-	av_hash_del(table, index);
+	for (i = 0; i < table->pending_cnt && table->pending[i] != index; i++)
+		;
+	if (i < table->pending_cnt) {
+		last = --table->pending_cnt;
+		table->pending[i] = table->pending[last];
+		table->pending_hash[i] = table->pending_hash[last];
+	} else {
+		av_hash_del(table, index);
+	}
 	/* clear the live bit and bump the generation (wrapping is fine: it only has to differ) */
 	table->gen[index] = (table->gen[index] & ~AV_GEN_LIVE) + 2;
 	av_heap_push(table, (uint32_t) index);
@@ -393,6 +426,7 @@ int util_av_table_find(const struct util_av_table *table, const void *addr, size
 	size_t pos = hv & mask;
 	size_t best = SIZE_MAX;
 	uint32_t slot;
+	size_t i;
 
 	/*
 	 * The whole chain: with duplicates, the first match is not necessarily the lowest. The
@@ -403,6 +437,11 @@ int util_av_table_find(const struct util_av_table *table, const void *addr, size
 		    av_equal(av_addr_at(table, slot - 1), addr, table->addrlen))
 			best = slot - 1;
 		pos = (pos + 1) & mask;
+	}
+	for (i = 0; i < table->pending_cnt; i++) {
+		if (table->pending_hash[i] == hv && table->pending[i] < best &&
+		    av_equal(av_addr_at(table, table->pending[i]), addr, table->addrlen))
+			best = table->pending[i];
 	}
 	if (best == SIZE_MAX)
 		return -FI_ENODATA;
@@ -415,9 +454,4 @@ size_t util_av_table_mem_size(const struct util_av_table *table)
 	return table->capacity *
 		       (table->addrlen + sizeof(*table->gen) + sizeof(*table->free_heap)) +
 	       (table->hash_mask + 1) * (sizeof(*table->hash) + sizeof(*table->hash_tag));
-}
-
-void util_av_table_prefetch(const struct util_av_table *table, const void *addr)
-{
-	av_prefetch_slot(table, av_hash(addr, table->addrlen));
 }

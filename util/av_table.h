@@ -12,6 +12,8 @@
 
 #include "util/util.h"
 
+#define UTIL_AV_TABLE_PENDING 32
+
 struct util_av_table {
 	size_t addrlen;        /* bytes per address */
 	size_t capacity;       /* slots allocated (grows by doubling) */
@@ -29,6 +31,14 @@ struct util_av_table {
 	uint8_t *hash_tag;     /* per hash slot: 8 more hash bits, to skip most compares */
 	size_t hash_mask;
 	size_t hash_used;      /* slots not empty (live + deleted) */
+	/*
+	 * Entries inserted but not yet in the hash, with their hashes: they are hashed
+	 * UTIL_AV_TABLE_PENDING at a time so that the cache misses of single insertions
+	 * overlap. find and remove look here too.
+	 */
+	size_t pending_cnt;
+	uint32_t pending[UTIL_AV_TABLE_PENDING];
+	uint64_t pending_hash[UTIL_AV_TABLE_PENDING];
 };
 
 /* initial_count sizes the first allocation (0: a small default); the table grows past it. */
@@ -54,12 +64,6 @@ const void *util_av_table_get(const struct util_av_table *table, size_t index);
 uint32_t util_av_table_gen(const struct util_av_table *table, size_t index);
 /* Lowest live index holding addr in *index: 0, or -FI_ENODATA. */
 int util_av_table_find(const struct util_av_table *table, const void *addr, size_t *index);
-/*
- * Starts loading the hash slot addr maps to. Callers inserting or finding many addresses in a
- * row call it a few addresses ahead (8 is good) so the cache misses overlap; it has no other
- * effect and any address may be passed.
- */
-void util_av_table_prefetch(const struct util_av_table *table, const void *addr);
 /* Bytes allocated by the table (for footprint measurements). */
 size_t util_av_table_mem_size(const struct util_av_table *table);
 
