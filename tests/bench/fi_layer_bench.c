@@ -796,6 +796,8 @@ static int server_main(int prov, int rfd, int wfd)
 		ret = run_test(&f, &tests[i], false, &unused);
 	}
 	alarm(opt.timeout + 5);
+	if (!ret && write_all(wfd, "d", 1))
+		ret = -FI_EIO;
 	fab_close(&f);
 	return ret == -FI_ENODATA ? 0 : ret ? 1 : 0;
 }
@@ -827,6 +829,36 @@ static int reap_server(pid_t pid)
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	return -1;
+}
+
+/*
+ * Close only once the server is through: its last completions may still need our provider
+ * (an acknowledgement, a rendezvous read), and with manual progress only our CQ reads move it.
+ */
+static int wait_server_done(struct fab *f, int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	pid_t server = f->watch_pid;
+	char done;
+	int ret;
+
+	/* the server exits right after it says done: the pipe, not waitpid, tells how it ended */
+	f->watch_pid = 0;
+	for (unsigned i = 1;; i++) {
+		ret = cq_poll(f);
+		if (ret)
+			break;
+		if (i % 1024 || poll(&pfd, 1, 0) <= 0)
+			continue;
+		if (read(fd, &done, 1) != 1) {
+			fprintf(stderr, "%s: %s client: server failed after the last test\n",
+				BENCH_NAME, f->prov);
+			ret = -FI_EIO;
+		}
+		break;
+	}
+	f->watch_pid = server;
+	return ret;
 }
 
 /* What fi_getinfo chose and both sides agreed on: the first thing to check on odd numbers. */
@@ -903,6 +935,8 @@ static int client_main(int prov, int res_fd)
 			send_record(res_fd, REC_RESULT, i, value);
 	}
 	alarm(opt.timeout);
+	if (!ret)
+		ret = wait_server_done(&f, s2c[0]);
 	if (ret) {
 		/* the server may be blocked on a message that will never come */
 		if (f.watch_pid)
@@ -954,7 +988,7 @@ static void run_once(int prov, int repeat)
 	struct record rec;
 	char why[128];
 	int res[2], status, current = -1;
-	bool done = false, unavail = false, timed_out = false;
+	bool done = false, unavail = false, timed_out = false, began = false;
 	pid_t client, self = getpid();
 
 	if (pipe(res)) {
@@ -998,6 +1032,7 @@ static void run_once(int prov, int repeat)
 
 			if (rec.type == REC_BEGIN) {
 				current = rec.test;
+				began = true;
 			} else if (rec.type == REC_NA) {
 				c->state = CELL_NA;
 			} else if (rec.type == REC_RESULT && c->nsamples < MAX_REPEATS) {
@@ -1041,10 +1076,14 @@ static void run_once(int prov, int repeat)
 		fprintf(stderr, "%s: %s repeat %d: %s %s failed (%s); skipped from now on\n",
 			BENCH_NAME, opt.provs[prov], repeat + 1, test_name(&tests[current]), size,
 			why);
+	} else if (began) {
+		/* every result arrived; the teardown failed, which the next repeat may not */
+		fprintf(stderr, "%s: %s repeat %d: run failed after its tests (%s)\n", BENCH_NAME,
+			opt.provs[prov], repeat + 1, why);
 	} else {
 		/* setup itself failed: it would fail the same way in every repeat */
 		prov_failed[prov] = true;
-		fprintf(stderr, "%s: %s repeat %d: run failed outside any test (%s)\n", BENCH_NAME,
+		fprintf(stderr, "%s: %s repeat %d: run failed before any test (%s)\n", BENCH_NAME,
 			opt.provs[prov], repeat + 1, why);
 	}
 }
