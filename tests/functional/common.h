@@ -161,6 +161,22 @@ int lt_av_insert(struct lt_ep *ep, const void *addr, fi_addr_t *fi_addr);
  * else. Returns 0 or the error.
  */
 ssize_t lt_send(struct lt_ep *ep, const void *buf, size_t len, fi_addr_t dest, void *ctx);
+/*
+ * Evaluates a posting call (fi_sendmsg, fi_inject...) again while it returns -FI_EAGAIN,
+ * progressing every registered CQ in between, for at most LT_TIMEOUT_MS. Gives the last return.
+ */
+#define LT_RETRY(call)                                                        \
+	({                                                                    \
+		uint64_t lt_deadline_ = lt_now_ms() + LT_TIMEOUT_MS;          \
+		ssize_t lt_ret_;                                              \
+		for (;;) {                                                    \
+			lt_ret_ = (call);                                     \
+			if (lt_ret_ != -FI_EAGAIN || lt_now_ms() > lt_deadline_) \
+				break;                                        \
+			lt_progress();                                        \
+		}                                                             \
+		lt_ret_;                                                      \
+	})
 /* Posts one receive, retrying -FI_EAGAIN while progressing (bounded). */
 ssize_t lt_recv(struct lt_ep *ep, void *buf, size_t len, fi_addr_t src, void *ctx);
 

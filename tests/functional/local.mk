@@ -18,3 +18,6 @@ tests_functional_test_av_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_malformed
 tests_functional_test_malformed_SOURCES = tests/functional/test_malformed.c
 tests_functional_test_malformed_LDADD = $(FABRIC_LIBS)
+func_tests += tests/functional/test_msg
+tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
+tests_functional_test_msg_LDADD = $(func_ldadd)

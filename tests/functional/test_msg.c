@@ -1,0 +1,985 @@
+/*
+ * FI_MSG between endpoints of one process: every send and receive call, CQ data, source
+ * addresses, message sizes from 0 to over 1 GiB, ordering, truncation, selective completion,
+ * counters, endpoint names and options, sends to oneself, and bursts that run into -FI_EAGAIN.
+ *
+ * LAYER_TEST_BIG=0 leaves out the message of over 1 GiB (it runs when the machine has the
+ * memory for it); LAYER_TEST_BIG=1 forces it.
+ */
+#include "common.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define KIB 1024UL
+#define MIB (1024UL * KIB)
+#define GIB (1024UL * MIB)
+
+static struct fi_info *info;
+static struct lt_dom dom;
+/* a and b know each other; c knows b, but b does not know c. */
+static struct lt_ep a, b, c;
+static fi_addr_t a_to_b, b_to_a, c_to_b;
+
+/* ---- small helpers ---- */
+
+/* Waits for one completion on cq; one check line only on timeout. */
+static bool next_comp(struct lt_cq *cq, struct lt_comp *comp, const char *what)
+{
+	if (lt_cq_next(cq, comp, LT_TIMEOUT_MS))
+		return true;
+	LT_CHECK(false, "%s: completion within %d ms (last CQ error %d)", what, LT_TIMEOUT_MS,
+		 cq->last_ret);
+	return false;
+}
+
+/* A successful receive completion for ctx of len bytes with FI_RECV|FI_MSG. */
+static bool check_rx(const struct lt_comp *comp, void *ctx, size_t len, const char *what)
+{
+	return LT_CHECK(!comp->err && comp->op_context == ctx && comp->len == len &&
+			(comp->flags & (FI_RECV | FI_MSG)) == (FI_RECV | FI_MSG),
+			"%s: receive completion (err %d, context %s, len %zu/%zu, flags %#llx)",
+			what, comp->err, comp->op_context == ctx ? "ok" : "WRONG", comp->len, len,
+			(unsigned long long)comp->flags);
+}
+
+/* Waits for the send completion of ctx and checks it. */
+static bool wait_tx(struct lt_ep *ep, void *ctx, const char *what)
+{
+	struct lt_comp comp;
+
+	if (!next_comp(&ep->tx, &comp, what))
+		return false;
+	return LT_CHECK(!comp.err && comp.op_context == ctx &&
+			(comp.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG),
+			"%s: send completion (err %d, context %s, flags %#llx)", what, comp.err,
+			comp.op_context == ctx ? "ok" : "WRONG", (unsigned long long)comp.flags);
+}
+
+/* Nothing left over on any CQ: no duplicate or stray completions from a section. */
+static void check_no_stray(const char *section)
+{
+	struct lt_ep *eps[] = { &a, &b, &c };
+	size_t n = 0;
+	struct lt_comp comp;
+
+	lt_cq_quiet(&a.tx, 50);
+	for (size_t i = 0; i < 3; i++) {
+		while (lt_cq_take(&eps[i]->tx, &comp))
+			n++;
+		while (lt_cq_take(&eps[i]->rx, &comp))
+			n++;
+	}
+	LT_CHECK(n == 0, "%s: no stray completions left (%zu)", section, n);
+}
+
+/* Two more endpoints that know each other. */
+static int open_pair(struct lt_ep *x, struct lt_ep *y, fi_addr_t *x_to_y, fi_addr_t *y_to_x)
+{
+	int ret;
+
+	ret = lt_ep_open(&dom, NULL, x);
+	if (ret)
+		return ret;
+	ret = lt_ep_open(&dom, NULL, y);
+	if (!ret)
+		ret = lt_av_insert(x, y->addr, x_to_y);
+	if (!ret)
+		ret = lt_av_insert(y, x->addr, y_to_x);
+	if (ret) {
+		lt_ep_close(x);
+		lt_ep_close(y);
+	}
+	return ret;
+}
+
+/* ---- the send and receive calls ---- */
+
+static void test_send_recv(void)
+{
+	struct fi_context2 sctx, rctx;
+	char sbuf[64], rbuf[64];
+	struct lt_comp comp;
+
+	lt_fill(sbuf, sizeof(sbuf), 1);
+	memset(rbuf, 0, sizeof(rbuf));
+	LT_CHECK_RET(lt_recv(&b, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0, "fi_recv");
+	LT_CHECK_RET(lt_send(&a, sbuf, sizeof(sbuf), a_to_b, &sctx), 0, "fi_send");
+	if (next_comp(&b.rx, &comp, "fi_send")) {
+		check_rx(&comp, &rctx, sizeof(sbuf), "fi_send");
+		LT_CHECK(lt_verify(rbuf, sizeof(rbuf), 1) == sizeof(rbuf), "fi_send: data intact");
+		LT_CHECK(comp.src == b_to_a, "fi_send: fi_cq_readfrom gives the sender's fi_addr "
+			 "(%llu, want %llu)", (unsigned long long)comp.src,
+			 (unsigned long long)b_to_a);
+		LT_CHECK(!(comp.flags & FI_REMOTE_CQ_DATA),
+			 "fi_send: no FI_REMOTE_CQ_DATA on a plain send");
+	}
+	wait_tx(&a, &sctx, "fi_send");
+	check_no_stray("fi_send");
+}
+
+static void test_sendv_recvv(void)
+{
+	size_t limit = info->tx_attr->iov_limit < info->rx_attr->iov_limit ?
+		       info->tx_attr->iov_limit : info->rx_attr->iov_limit;
+	static const size_t slen[4] = { 100, 1, 3000, 995 };
+	static const size_t rlen[4] = { 1500, 7, 2000, 589 };
+	char sbuf[4096], rbuf[4096 + 64], flat[4096];
+	struct iovec siov[4], riov[4];
+	struct fi_context2 sctx, rctx;
+	size_t n = limit < 4 ? limit : 4, total = 0, off = 0;
+	struct lt_comp comp;
+	ssize_t ret;
+
+	for (size_t i = 0; i < n; i++)
+		total += slen[i];
+	lt_fill(flat, total, 2);
+	/* Gather from the pieces of a buffer in reverse order, scatter to pieces with gaps. */
+	for (size_t i = 0, soff = total; i < n; i++) {
+		soff -= slen[i];
+		memcpy(sbuf + soff, flat + off, slen[i]);
+		siov[i] = (struct iovec){ .iov_base = sbuf + soff, .iov_len = slen[i] };
+		off += slen[i];
+	}
+	memset(rbuf, 0x5a, sizeof(rbuf));
+	off = 0;
+	for (size_t i = 0; i < n; i++) {
+		riov[i] = (struct iovec){ .iov_base = rbuf + off + 16 * i, .iov_len = rlen[i] };
+		off += rlen[i];
+	}
+	ret = fi_recvv(b.ep, riov, NULL, n, FI_ADDR_UNSPEC, &rctx);
+	LT_CHECK_RET(ret, 0, "fi_recvv with %zu iovs", n);
+	ret = LT_RETRY(fi_sendv(a.ep, siov, NULL, n, a_to_b, &sctx));
+	LT_CHECK_RET(ret, 0, "fi_sendv with %zu iovs", n);
+	if (!ret && next_comp(&b.rx, &comp, "fi_sendv")) {
+		bool ok = true;
+
+		check_rx(&comp, &rctx, total, "fi_sendv/fi_recvv");
+		off = 0;
+		for (size_t i = 0; i < n && off < total; i++) {
+			size_t take = total - off < rlen[i] ? total - off : rlen[i];
+
+			ok &= !memcmp(riov[i].iov_base, flat + off, take);
+			off += take;
+		}
+		for (size_t i = 1; i < n; i++)
+			ok &= ((unsigned char *)riov[i].iov_base)[-1] == 0x5a;
+		LT_CHECK(ok, "fi_sendv/fi_recvv: gathered and scattered data intact, gaps untouched");
+		wait_tx(&a, &sctx, "fi_sendv");
+	}
+	check_no_stray("fi_sendv");
+}
+
+static void test_sendmsg_recvmsg(void)
+{
+	struct fi_context2 sctx, rctx;
+	char sbuf[300], rbuf[300];
+	struct iovec siov = { .iov_base = sbuf, .iov_len = sizeof(sbuf) };
+	struct iovec riov = { .iov_base = rbuf, .iov_len = sizeof(rbuf) };
+	struct fi_msg smsg = {
+		.msg_iov = &siov, .iov_count = 1, .addr = a_to_b, .context = &sctx,
+		.data = 0x1122334455667788ULL,
+	};
+	struct fi_msg rmsg = {
+		.msg_iov = &riov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx,
+	};
+	uint64_t mask = info->domain_attr->cq_data_size >= 8 ?
+			UINT64_MAX : (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
+	struct lt_comp comp;
+	ssize_t ret;
+
+	lt_fill(sbuf, sizeof(sbuf), 3);
+	ret = fi_recvmsg(b.ep, &rmsg, FI_COMPLETION);
+	LT_CHECK_RET(ret, 0, "fi_recvmsg");
+	ret = LT_RETRY(fi_sendmsg(a.ep, &smsg, FI_REMOTE_CQ_DATA | FI_COMPLETION));
+	LT_CHECK_RET(ret, 0, "fi_sendmsg with FI_REMOTE_CQ_DATA");
+	if (!ret && next_comp(&b.rx, &comp, "fi_sendmsg")) {
+		check_rx(&comp, &rctx, sizeof(sbuf), "fi_sendmsg/fi_recvmsg");
+		LT_CHECK(lt_verify(rbuf, sizeof(rbuf), 3) == sizeof(rbuf),
+			 "fi_sendmsg/fi_recvmsg: data intact");
+		LT_CHECK((comp.flags & FI_REMOTE_CQ_DATA) && comp.data == (smsg.data & mask),
+			 "fi_sendmsg: FI_REMOTE_CQ_DATA flag and data reach the receiver (%#llx)",
+			 (unsigned long long)comp.data);
+		LT_CHECK(comp.src == b_to_a, "fi_sendmsg: source fi_addr");
+		wait_tx(&a, &sctx, "fi_sendmsg");
+	}
+	check_no_stray("fi_sendmsg");
+}
+
+static void test_senddata(void)
+{
+	uint64_t mask = info->domain_attr->cq_data_size >= 8 ?
+			UINT64_MAX : (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
+	struct fi_context2 sctx, rctx;
+	char sbuf[50], rbuf[50];
+	struct lt_comp comp;
+	ssize_t ret;
+
+	lt_fill(sbuf, sizeof(sbuf), 4);
+	LT_CHECK_RET(lt_recv(&b, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0,
+		     "fi_recv for fi_senddata");
+	ret = LT_RETRY(fi_senddata(a.ep, sbuf, sizeof(sbuf), NULL, 0xfeedbeefcafe0001ULL, a_to_b,
+				   &sctx));
+	LT_CHECK_RET(ret, 0, "fi_senddata");
+	if (!ret && next_comp(&b.rx, &comp, "fi_senddata")) {
+		check_rx(&comp, &rctx, sizeof(sbuf), "fi_senddata");
+		LT_CHECK((comp.flags & FI_REMOTE_CQ_DATA) &&
+			 comp.data == (0xfeedbeefcafe0001ULL & mask),
+			 "fi_senddata: FI_REMOTE_CQ_DATA flag and data (%#llx)",
+			 (unsigned long long)comp.data);
+		LT_CHECK(lt_verify(rbuf, sizeof(rbuf), 4) == sizeof(rbuf), "fi_senddata: data");
+		wait_tx(&a, &sctx, "fi_senddata");
+	}
+	check_no_stray("fi_senddata");
+}
+
+static void test_inject(bool with_data)
+{
+	const char *what = with_data ? "fi_injectdata" : "fi_inject";
+	size_t len = info->tx_attr->inject_size < 32 ? info->tx_attr->inject_size : 32;
+	struct fi_context2 rctx;
+	char sbuf[32], rbuf[32];
+	struct lt_comp comp;
+	ssize_t ret;
+
+	if (!len) {
+		lt_note("%s: inject_size is 0, not run", what);
+		return;
+	}
+	lt_fill(sbuf, len, 5);
+	memset(rbuf, 0, sizeof(rbuf));
+	LT_CHECK_RET(lt_recv(&b, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0, "%s: fi_recv",
+		     what);
+	if (with_data)
+		ret = LT_RETRY(fi_injectdata(a.ep, sbuf, len, 77, a_to_b));
+	else
+		ret = LT_RETRY(fi_inject(a.ep, sbuf, len, a_to_b));
+	/* The buffer is the application's again as soon as the call returns. */
+	memset(sbuf, 0xee, sizeof(sbuf));
+	LT_CHECK_RET(ret, 0, "%s of %zu bytes", what, len);
+	if (!ret && next_comp(&b.rx, &comp, what)) {
+		check_rx(&comp, &rctx, len, what);
+		LT_CHECK(lt_verify(rbuf, len, 5) == len,
+			 "%s: the data as it was when the call returned", what);
+		if (with_data)
+			LT_CHECK((comp.flags & FI_REMOTE_CQ_DATA) && comp.data == 77,
+				 "%s: FI_REMOTE_CQ_DATA flag and data", what);
+		else
+			LT_CHECK(!(comp.flags & FI_REMOTE_CQ_DATA), "%s: no CQ data flag", what);
+	}
+	LT_CHECK(lt_cq_quiet(&a.tx, 200) == 0, "%s: no send completion for an inject", what);
+	check_no_stray(what);
+}
+
+/* FI_SOURCE for a sender the receiver's AV does not hold: FI_ADDR_NOTAVAIL. */
+static void test_source_unknown(void)
+{
+	struct fi_context2 sctx, rctx;
+	char buf[40] = "from c";
+	struct lt_comp comp;
+
+	LT_CHECK_RET(lt_recv(&b, buf, sizeof(buf), FI_ADDR_UNSPEC, &rctx), 0,
+		     "unknown source: fi_recv");
+	LT_CHECK_RET(lt_send(&c, buf, sizeof(buf), c_to_b, &sctx), 0, "unknown source: fi_send");
+	if (next_comp(&b.rx, &comp, "unknown source")) {
+		check_rx(&comp, &rctx, sizeof(buf), "unknown source");
+		LT_CHECK(comp.src == FI_ADDR_NOTAVAIL,
+			 "unknown source: fi_cq_readfrom gives FI_ADDR_NOTAVAIL (got %llu)",
+			 (unsigned long long)comp.src);
+	}
+	wait_tx(&c, &sctx, "unknown source");
+	check_no_stray("unknown source");
+}
+
+/* ---- sizes ---- */
+
+static bool big_allowed(size_t size)
+{
+	const char *env = getenv("LAYER_TEST_BIG");
+	unsigned long long avail_kb = 0;
+	char line[256];
+	FILE *f;
+
+	if (env && *env)
+		return strcmp(env, "0") != 0;
+	f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemAvailable: %llu kB", &avail_kb) == 1)
+			break;
+	}
+	fclose(f);
+	/* Two buffers plus whatever the provider stages, with room to spare. */
+	return avail_kb * 1024 >= 4ULL * size;
+}
+
+/* One message of len bytes; expected (receive first) or unexpected (send first). */
+static void transfer(size_t len, bool unexpected)
+{
+	char what[64];
+	struct fi_context2 sctx, rctx;
+	char *sbuf = malloc(len ? len : 1), *rbuf = malloc(len + 64);
+	struct lt_comp comp;
+	ssize_t ret;
+
+	snprintf(what, sizeof(what), "%zu bytes%s", len, unexpected ? ", unexpected" : "");
+	if (!LT_CHECK(sbuf && rbuf, "%s: buffers allocated", what))
+		goto out;
+	lt_fill(sbuf, len, len + 9);
+	memset(rbuf + len, 0x3c, 64);
+	if (!unexpected)
+		LT_CHECK_RET(lt_recv(&b, rbuf, len + 64, FI_ADDR_UNSPEC, &rctx), 0, "%s: fi_recv",
+			     what);
+	ret = lt_send(&a, sbuf, len, a_to_b, &sctx);
+	if (!LT_CHECK_RET(ret, 0, "%s: fi_send", what))
+		goto out;
+	if (unexpected) {
+		/* Let it arrive with nothing posted, then post. */
+		lt_cq_quiet(&b.rx, 100);
+		LT_CHECK(b.rx.count == 0, "%s: no receive completion before a receive is posted",
+			 what);
+		LT_CHECK_RET(lt_recv(&b, rbuf, len + 64, FI_ADDR_UNSPEC, &rctx), 0, "%s: fi_recv",
+			     what);
+	}
+	if (next_comp(&b.rx, &comp, what)) {
+		size_t bad = lt_verify(rbuf, len, len + 9);
+		bool guard = true;
+
+		check_rx(&comp, &rctx, len, what);
+		LT_CHECK(bad == len, "%s: data intact (%s%zu)", what,
+			 bad == len ? "" : "first bad byte at ", bad == len ? len : bad);
+		for (size_t i = 0; i < 64; i++)
+			guard &= (unsigned char)rbuf[len + i] == 0x3c;
+		LT_CHECK(guard, "%s: nothing written past the message", what);
+	}
+	wait_tx(&a, &sctx, what);
+out:
+	free(sbuf);
+	free(rbuf);
+}
+
+static void test_sizes(void)
+{
+	static const size_t sizes[] = { 0, 1, 4 * KIB, 64 * KIB, 1 * MIB, 64 * MIB };
+	size_t big = GIB + 5;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		transfer(sizes[i], false);
+	transfer(0, true);
+	transfer(100, true);
+	transfer(64 * KIB, true);
+	transfer(4 * MIB, true);
+	if (info->ep_attr->max_msg_size < big)
+		lt_note("message over 1 GiB: max_msg_size %zu is smaller, not run",
+			info->ep_attr->max_msg_size);
+	else if (!big_allowed(big))
+		lt_note("message over 1 GiB: not enough memory (or LAYER_TEST_BIG=0), not run");
+	else
+		transfer(big, false);
+	check_no_stray("sizes");
+}
+
+/* ---- ordering ---- */
+
+/*
+ * Messages from one sender are matched in the order sent (FI_ORDER_SAS, asked for in the
+ * hints), whatever their sizes: a large message must not be overtaken by the small one behind it.
+ */
+static void test_order(void)
+{
+	enum { N = 200 };
+	static const size_t small = 32, large = 256 * KIB;
+	struct fi_context2 *rctx = calloc(N, sizeof(*rctx)), *sctx = calloc(N, sizeof(*sctx));
+	char *rbuf = malloc(N * large), *sbuf = malloc(N * large);
+	size_t got = 0, bad_place = 0, sent_ok = 0, posted = 0;
+	struct lt_comp comp;
+
+	if (!LT_CHECK(rctx && sctx && rbuf && sbuf, "order: buffers allocated"))
+		goto out;
+	for (size_t i = 0; i < N; i++)
+		posted += lt_recv(&b, rbuf + i * large, large, FI_ADDR_UNSPEC, &rctx[i]) == 0;
+	LT_CHECK(posted == N, "order: %d receives posted (%zu)", N, posted);
+	for (size_t i = 0; i < N; i++) {
+		size_t len = i % 3 == 1 ? large : small;
+
+		lt_fill(sbuf + i * large, len, 1000 + i);
+		if (lt_send(&a, sbuf + i * large, len, a_to_b, &sctx[i]) == 0)
+			sent_ok++;
+	}
+	LT_CHECK(sent_ok == N, "order: %d sends of mixed sizes posted (%zu)", N, sent_ok);
+	while (got < N && next_comp(&b.rx, &comp, "order")) {
+		size_t i = (size_t)((struct fi_context2 *)comp.op_context - rctx);
+		size_t len = i % 3 == 1 ? large : small;
+
+		if (comp.err || i >= N || comp.len != len ||
+		    lt_verify(rbuf + i * large, len, 1000 + i) != len)
+			bad_place++;
+		got++;
+	}
+	LT_CHECK(got == N && bad_place == 0,
+		 "order: receive i holds message i for all %d (%zu received, %zu misplaced)", N,
+		 got, bad_place);
+	for (size_t i = 0; i < N; i++) {
+		if (!lt_cq_next(&a.tx, &comp, LT_TIMEOUT_MS))
+			break;
+		sent_ok -= comp.err == 0;
+	}
+	LT_CHECK(sent_ok == 0, "order: every send completed successfully");
+out:
+	check_no_stray("order");
+	free(rctx);
+	free(sctx);
+	free(rbuf);
+	free(sbuf);
+}
+
+/* ---- truncation ---- */
+
+/*
+ * A message larger than the receive buffer: FI_ETRUNC error entry, olen, the start of the data in
+ * the buffer. On endpoints of its own, so a provider that gets this wrong does not take the
+ * other checks down with it.
+ */
+static void truncation(size_t buflen, size_t msglen)
+{
+	struct lt_ep a, b;
+	fi_addr_t a_to_b, b_to_a;
+	char what[64];
+	struct fi_context2 sctx, rctx, rctx2;
+	char *sbuf = malloc(msglen), *rbuf = malloc(buflen + 4096), next[16] = "after";
+	char nbuf[16];
+	struct lt_comp comp;
+
+	snprintf(what, sizeof(what), "truncation %zu into %zu", msglen, buflen);
+	if (!LT_CHECK(sbuf && rbuf, "%s: buffers", what)) {
+		free(sbuf);
+		free(rbuf);
+		return;
+	}
+	if (!LT_CHECK_RET(open_pair(&a, &b, &a_to_b, &b_to_a), 0, "%s: endpoints", what)) {
+		free(sbuf);
+		free(rbuf);
+		return;
+	}
+	lt_fill(sbuf, msglen, 77);
+	memset(rbuf, 0xa5, buflen + 4096);
+	LT_CHECK_RET(lt_recv(&b, rbuf, buflen, FI_ADDR_UNSPEC, &rctx), 0, "%s: fi_recv", what);
+	LT_CHECK_RET(lt_send(&a, sbuf, msglen, a_to_b, &sctx), 0, "%s: fi_send", what);
+	if (next_comp(&b.rx, &comp, what)) {
+		bool guard = true;
+
+		LT_CHECK(comp.err == FI_ETRUNC && comp.op_context == &rctx,
+			 "%s: error completion FI_ETRUNC with the receive's context (err %d)", what,
+			 comp.err);
+		LT_CHECK(comp.olen == msglen - buflen, "%s: olen is the excess (%zu, want %zu)",
+			 what, comp.olen, msglen - buflen);
+		LT_CHECK(comp.err != FI_ETRUNC || comp.len == buflen,
+			 "%s: len is what was placed (%zu)", what, comp.len);
+		LT_CHECK(lt_verify(rbuf, buflen, 77) == buflen, "%s: the buffer holds the start "
+			 "of the message", what);
+		for (size_t i = buflen; i < buflen + 4096; i++)
+			guard &= (unsigned char)rbuf[i] == 0xa5;
+		LT_CHECK(guard, "%s: nothing written past the receive buffer", what);
+	}
+	if (next_comp(&a.tx, &comp, what))
+		LT_CHECK(!comp.err && comp.op_context == &sctx,
+			 "%s: the sender's completion is a success (err %d)", what, comp.err);
+	/* The endpoint (and its connection) is fine afterwards. */
+	LT_CHECK_RET(lt_recv(&b, nbuf, sizeof(nbuf), FI_ADDR_UNSPEC, &rctx2), 0,
+		     "%s: fi_recv after", what);
+	LT_CHECK_RET(lt_send(&a, next, sizeof(next), a_to_b, &sctx), 0, "%s: fi_send after", what);
+	if (next_comp(&b.rx, &comp, what))
+		LT_CHECK(!comp.err && comp.op_context == &rctx2 && !strcmp(nbuf, "after"),
+			 "%s: the next message arrives intact", what);
+	wait_tx(&a, &sctx, what);
+	lt_cq_quiet(&a.tx, 50);
+	LT_CHECK(!a.tx.count && !a.rx.count && !b.tx.count && !b.rx.count,
+		 "%s: no stray completions left", what);
+	lt_ep_close(&a);
+	lt_ep_close(&b);
+	free(sbuf);
+	free(rbuf);
+}
+
+/* ---- selective completion and counters ---- */
+
+static int open_counted(struct lt_ep *ep, const struct lt_ep_opts *opts, uint64_t flags,
+			struct fid_cntr **cntr)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct lt_ep_opts o = *opts;
+	int ret;
+
+	o.no_enable = true;
+	ret = lt_ep_open(&dom, &o, ep);
+	if (ret)
+		return ret;
+	ret = fi_cntr_open(dom.domain, &attr, cntr, NULL);
+	if (!ret)
+		ret = fi_ep_bind(ep->ep, &(*cntr)->fid, flags);
+	if (!ret)
+		ret = lt_ep_enable(ep);
+	return ret;
+}
+
+/* Waits until the counter reaches value, progressing every CQ. */
+static bool cntr_reach(struct fid_cntr *cntr, uint64_t value)
+{
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+
+	while (fi_cntr_read(cntr) < value && lt_now_ms() < deadline)
+		lt_progress();
+	return fi_cntr_read(cntr) >= value;
+}
+
+static void test_selective_and_counters(void)
+{
+	struct lt_ep_opts sel_tx = { .tx_bind_flags = FI_SELECTIVE_COMPLETION };
+	struct lt_ep_opts sel_rx = { .rx_bind_flags = FI_SELECTIVE_COMPLETION };
+	struct fid_cntr *scntr = NULL, *rcntr = NULL;
+	struct lt_ep s = { 0 }, r = { 0 };
+	struct fi_context2 sctx[3], rctx[4];
+	char sbuf[3][32], rbuf[4][32];
+	fi_addr_t s_to_r, r_to_s;
+	struct lt_comp comp;
+	ssize_t ret;
+
+	ret = open_counted(&s, &sel_tx, FI_SEND, &scntr);
+	if (!ret)
+		ret = open_counted(&r, &sel_rx, FI_RECV, &rcntr);
+	if (!ret)
+		ret = lt_av_insert(&s, r.addr, &s_to_r);
+	if (!ret)
+		ret = lt_av_insert(&r, s.addr, &r_to_s);
+	if (!LT_CHECK_RET(ret, 0, "selective: endpoints with FI_SELECTIVE_COMPLETION and counters"))
+		goto out;
+
+	/* Receives: only the one posted with FI_COMPLETION reports. */
+	for (int i = 0; i < 3; i++) {
+		struct iovec iov = { .iov_base = rbuf[i], .iov_len = sizeof(rbuf[i]) };
+		struct fi_msg msg = {
+			.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx[i],
+		};
+
+		if (i == 0)
+			ret = fi_recv(r.ep, rbuf[i], sizeof(rbuf[i]), NULL, FI_ADDR_UNSPEC, &rctx[i]);
+		else
+			ret = fi_recvmsg(r.ep, &msg, i == 1 ? FI_COMPLETION : 0);
+		LT_CHECK_RET(ret, 0, "selective: receive %d posted", i);
+	}
+	/* Sends: fi_send (no flag), fi_sendmsg with FI_COMPLETION, fi_sendmsg without. */
+	for (int i = 0; i < 3; i++) {
+		struct iovec iov = { .iov_base = sbuf[i], .iov_len = sizeof(sbuf[i]) };
+		struct fi_msg msg = {
+			.msg_iov = &iov, .iov_count = 1, .addr = s_to_r, .context = &sctx[i],
+		};
+
+		snprintf(sbuf[i], sizeof(sbuf[i]), "selective %d", i);
+		if (i == 0)
+			ret = LT_RETRY(fi_send(s.ep, sbuf[i], sizeof(sbuf[i]), NULL, s_to_r,
+					       &sctx[i]));
+		else
+			ret = LT_RETRY(fi_sendmsg(s.ep, &msg, i == 1 ? FI_COMPLETION : 0));
+		LT_CHECK_RET(ret, 0, "selective: send %d posted", i);
+	}
+	LT_CHECK(cntr_reach(rcntr, 3), "selective: the receive counter reaches 3 (%llu)",
+		 (unsigned long long)fi_cntr_read(rcntr));
+	LT_CHECK(cntr_reach(scntr, 3), "selective: the send counter reaches 3 (%llu)",
+		 (unsigned long long)fi_cntr_read(scntr));
+	lt_cq_quiet(&s.tx, 200);
+	LT_CHECK(s.tx.count == 1 && lt_cq_take(&s.tx, &comp) && comp.op_context == &sctx[1] &&
+		 !comp.err, "selective: exactly one send completion, for the FI_COMPLETION send");
+	LT_CHECK(r.rx.count == 1 && lt_cq_take(&r.rx, &comp) && comp.op_context == &rctx[1] &&
+		 !comp.err, "selective: exactly one receive completion, for the FI_COMPLETION "
+		 "receive");
+	LT_CHECK(!strcmp(rbuf[0], "selective 0") && !strcmp(rbuf[1], "selective 1") &&
+		 !strcmp(rbuf[2], "selective 2"), "selective: all three messages delivered in "
+		 "order");
+
+	/* An error still reports and counts: a truncated receive posted with FI_COMPLETION. */
+	{
+		struct iovec iov = { .iov_base = rbuf[3], .iov_len = 4 };
+		struct fi_msg msg = {
+			.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx[3],
+		};
+
+		ret = fi_recvmsg(r.ep, &msg, FI_COMPLETION);
+		if (!ret)
+			ret = LT_RETRY(fi_send(s.ep, sbuf[0], sizeof(sbuf[0]), NULL, s_to_r,
+					       &sctx[0]));
+		if (LT_CHECK_RET(ret, 0, "selective: truncated message posted")) {
+			uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+
+			while (fi_cntr_readerr(rcntr) < 1 && lt_now_ms() < deadline)
+				lt_progress();
+			LT_CHECK(fi_cntr_readerr(rcntr) == 1 && fi_cntr_read(rcntr) == 3,
+				 "selective: a truncated receive counts as an error (%llu errors, "
+				 "%llu ok)", (unsigned long long)fi_cntr_readerr(rcntr),
+				 (unsigned long long)fi_cntr_read(rcntr));
+			LT_CHECK(lt_cq_next(&r.rx, &comp, LT_TIMEOUT_MS) && comp.err == FI_ETRUNC,
+				 "selective: and reports FI_ETRUNC on the CQ");
+			LT_CHECK(cntr_reach(scntr, 4), "selective: the send counts as a success");
+		}
+	}
+out:
+	lt_ep_close(&s);
+	lt_ep_close(&r);
+	if (scntr)
+		fi_close(&scntr->fid);
+	if (rcntr)
+		fi_close(&rcntr->fid);
+}
+
+/* ---- endpoint attributes and names ---- */
+
+static void test_size_left(void)
+{
+	struct fi_context2 ctx[64];
+	char buf[64][8];
+	size_t n, eagain = 0;
+	ssize_t rx, tx;
+
+	/* The brief asks for them; they are deprecated in the headers. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	rx = fi_rx_size_left(b.ep);
+	tx = fi_tx_size_left(a.ep);
+#pragma GCC diagnostic pop
+	/* Deprecated calls that a provider may leave out (-FI_ENOSYS); if given, a lower bound. */
+	LT_CHECK(rx >= 0 || rx == -FI_ENOSYS, "fi_rx_size_left is a count or -FI_ENOSYS (%zd)",
+		 rx);
+	LT_CHECK(tx >= 0 || tx == -FI_ENOSYS, "fi_tx_size_left is a count or -FI_ENOSYS (%zd)",
+		 tx);
+	if (rx > 0) {
+		n = (size_t)rx < 64 ? (size_t)rx : 64;
+		for (size_t i = 0; i < n; i++)
+			eagain += fi_recv(b.ep, buf[i], 8, NULL, FI_ADDR_UNSPEC, &ctx[i]) != 0;
+		LT_CHECK(eagain == 0, "fi_rx_size_left: %zu receives post without -FI_EAGAIN", n);
+		for (size_t i = 0; i < n; i++) {
+			struct lt_comp comp;
+
+			(void)fi_cancel(&b.ep->fid, &ctx[i]);
+			(void)lt_cq_next(&b.rx, &comp, 1000);
+		}
+	}
+	check_no_stray("size_left");
+}
+
+static void test_names(void)
+{
+	struct sockaddr_in sin, *got = (struct sockaddr_in *)a.addr;
+	char small[1], addr[LT_ADDR_MAX];
+	struct lt_ep_opts no_enable = { .no_enable = true };
+	struct lt_ep d = { 0 };
+	socklen_t slen = sizeof(sin);
+	size_t len = sizeof(small);
+	fi_addr_t a_to_d;
+	int ret, fd;
+
+	ret = fi_getname(&a.ep->fid, small, &len);
+	LT_CHECK_RET(ret, -FI_ETOOSMALL, "fi_getname into a 1-byte buffer");
+	LT_CHECK(len == a.addrlen, "fi_getname: addrlen set to the size needed (%zu, want %zu)",
+		 len, a.addrlen);
+	LT_CHECK(a.addrlen == sizeof(struct sockaddr_in) && got->sin_family == AF_INET &&
+		 got->sin_addr.s_addr == htonl(INADDR_LOOPBACK) && got->sin_port != 0,
+		 "fi_getname: a sockaddr_in for 127.0.0.1 with a port");
+	LT_CHECK(memcmp(a.addr, b.addr, a.addrlen) != 0,
+		 "fi_getname: two endpoints have different names");
+
+	/* fi_setname on an endpoint not yet enabled: a port chosen by the test. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    getsockname(fd, (struct sockaddr *)&sin, &slen)) {
+		lt_note("fi_setname: could not find a free port, not run");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	ret = lt_ep_open(&dom, &no_enable, &d);
+	if (!LT_CHECK_RET(ret, 0, "fi_setname: endpoint opened, not enabled"))
+		return;
+	ret = fi_setname(&d.ep->fid, &sin, sizeof(sin));
+	LT_CHECK_RET(ret, 0, "fi_setname to 127.0.0.1:%d", ntohs(sin.sin_port));
+	if (!ret) {
+		ret = lt_ep_enable(&d);
+		LT_CHECK_RET(ret, 0, "fi_setname: enable afterwards");
+		got = (struct sockaddr_in *)d.addr;
+		LT_CHECK(!ret && got->sin_port == sin.sin_port,
+			 "fi_setname: fi_getname gives the address set (port %d)",
+			 ntohs(got->sin_port));
+		memcpy(addr, d.addr, d.addrlen);
+		if (!ret && lt_av_insert(&a, &sin, &a_to_d) == 0) {
+			struct fi_context2 sctx, rctx;
+			char buf[16] = "to setname", rbuf[16] = "";
+			struct lt_comp comp;
+
+			LT_CHECK_RET(lt_recv(&d, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0,
+				     "fi_setname: fi_recv");
+			LT_CHECK_RET(lt_send(&a, buf, sizeof(buf), a_to_d, &sctx), 0,
+				     "fi_setname: fi_send to the address set");
+			if (next_comp(&d.rx, &comp, "fi_setname"))
+				LT_CHECK(!comp.err && !strcmp(rbuf, "to setname"),
+					 "fi_setname: the message arrives");
+			wait_tx(&a, &sctx, "fi_setname");
+		}
+	}
+	lt_ep_close(&d);
+	check_no_stray("fi_setname");
+}
+
+static void test_opt_min_multi_recv(void)
+{
+	size_t value = 0, len = sizeof(value), set = 4096;
+	int ret;
+
+	ret = fi_getopt(&a.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &value, &len);
+	LT_CHECK(ret == 0 && len == sizeof(size_t),
+		 "fi_getopt FI_OPT_MIN_MULTI_RECV (ret %d, optlen %zu, value %zu)", ret, len,
+		 value);
+	ret = fi_setopt(&a.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &set, sizeof(set));
+	LT_CHECK_RET(ret, 0, "fi_setopt FI_OPT_MIN_MULTI_RECV 4096");
+	value = 0;
+	len = sizeof(value);
+	ret = fi_getopt(&a.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &value, &len);
+	LT_CHECK(ret == 0 && value == 4096, "fi_getopt reads back 4096 (%zu)", value);
+}
+
+/* ---- sends to oneself ---- */
+
+static void test_self(void)
+{
+	struct fi_context2 sctx, rctx;
+	size_t sizes[2] = { 100, 2 * MIB };
+	fi_addr_t self;
+	int ret;
+
+	ret = lt_av_insert(&a, a.addr, &self);
+	if (!LT_CHECK_RET(ret, 0, "self: own address inserted into own AV"))
+		return;
+	for (int i = 0; i < 2; i++) {
+		char *sbuf = malloc(sizes[i]), *rbuf = calloc(1, sizes[i]);
+		struct lt_comp comp;
+		char what[32];
+
+		snprintf(what, sizeof(what), "self %zu bytes", sizes[i]);
+		if (!sbuf || !rbuf) {
+			free(sbuf);
+			free(rbuf);
+			continue;
+		}
+		lt_fill(sbuf, sizes[i], 31 + i);
+		LT_CHECK_RET(lt_recv(&a, rbuf, sizes[i], FI_ADDR_UNSPEC, &rctx), 0, "%s: fi_recv",
+			     what);
+		LT_CHECK_RET(lt_send(&a, sbuf, sizes[i], self, &sctx), 0, "%s: fi_send", what);
+		if (next_comp(&a.rx, &comp, what)) {
+			check_rx(&comp, &rctx, sizes[i], what);
+			LT_CHECK(lt_verify(rbuf, sizes[i], 31 + i) == sizes[i], "%s: data", what);
+			LT_CHECK(comp.src == self, "%s: source is the endpoint's own fi_addr", what);
+		}
+		wait_tx(&a, &sctx, what);
+		free(sbuf);
+		free(rbuf);
+	}
+	check_no_stray("self");
+}
+
+/* ---- bursts ---- */
+
+/*
+ * 10,000 small messages as fast as the sender can post them: each round posts until the provider
+ * answers -FI_EAGAIN (or runs out of messages), then progresses. The receiver keeps a window of
+ * receives posted. All arrive once, in order, and nothing hangs.
+ */
+static void test_burst(void)
+{
+	enum { N = 10000, WINDOW = 256, LEN = 64 };
+	static char rbuf[WINDOW][LEN];
+	static struct fi_context2 rctx[WINDOW];
+	uint64_t deadline = lt_now_ms() + 25000;
+	size_t posted = 0, received = 0, sent = 0, send_done = 0, eagain = 0, bad = 0, errs = 0;
+	struct fi_context2 sctx;
+	char sbuf[LEN];
+	struct lt_comp comp;
+	ssize_t ret;
+
+	while (posted < WINDOW) {
+		ret = fi_recv(b.ep, rbuf[posted % WINDOW], LEN, NULL, FI_ADDR_UNSPEC,
+			      &rctx[posted % WINDOW]);
+		if (ret)
+			break;
+		posted++;
+	}
+	while ((received < N || send_done < N) && lt_now_ms() < deadline) {
+		/* Post until the provider pushes back, without progressing in between. */
+		ret = 0;
+		while (sent < N && ret == 0) {
+			memset(sbuf, 0, sizeof(sbuf));
+			memcpy(sbuf, &sent, sizeof(sent));
+			ret = fi_send(a.ep, sbuf, LEN, NULL, a_to_b, &sctx);
+			if (ret == 0)
+				sent++;
+			else if (ret == -FI_EAGAIN)
+				eagain++;
+		}
+		if (ret && ret != -FI_EAGAIN)
+			break;
+		lt_progress();
+		while (lt_cq_take(&a.tx, &comp)) {
+			send_done++;
+			errs += comp.err != 0;
+		}
+		while (lt_cq_take(&b.rx, &comp)) {
+			size_t slot = (size_t)((struct fi_context2 *)comp.op_context - rctx), seq;
+
+			if (comp.err || slot >= WINDOW) {
+				errs++;
+				continue;
+			}
+			memcpy(&seq, rbuf[slot], sizeof(seq));
+			bad += seq != received;
+			received++;
+			if (posted < N) {
+				ret = fi_recv(b.ep, rbuf[slot], LEN, NULL, FI_ADDR_UNSPEC, &rctx[slot]);
+				posted += ret == 0;
+				errs += ret != 0;
+			}
+		}
+	}
+	lt_note("burst: %zu -FI_EAGAIN returns retried", eagain);
+	LT_CHECK(sent == N && send_done == N, "burst: %d sends posted and completed (%zu, %zu)",
+		 N, sent, send_done);
+	LT_CHECK(received == N && bad == 0 && errs == 0,
+		 "burst: %d received exactly once, in order (%zu received, %zu out of order, %zu "
+		 "errors)", N, received, bad, errs);
+	check_no_stray("burst");
+}
+
+/*
+ * Messages sent while the receiver has nothing posted: the sender may be held back with
+ * -FI_EAGAIN (retried) but nothing is lost, and all arrive in order once receives are posted.
+ */
+static void test_unexpected_burst(void)
+{
+	enum { N = 1000, LEN = 200 };
+	static char rbuf[N][LEN];
+	static struct fi_context2 rctx[N];
+	size_t sent = 0, send_done = 0, received = 0, bad = 0, errs = 0;
+	uint64_t deadline = lt_now_ms() + 2000;
+	struct fi_context2 sctx;
+	char sbuf[LEN];
+	struct lt_comp comp;
+	ssize_t ret;
+
+	/* Phase 1: send with nothing posted, for as long as the provider takes them. */
+	while (sent < N && lt_now_ms() < deadline) {
+		lt_fill(sbuf, LEN, 5000 + sent);
+		ret = fi_send(a.ep, sbuf, LEN, NULL, a_to_b, &sctx);
+		if (ret == 0)
+			sent++;
+		else if (ret != -FI_EAGAIN)
+			break;
+		lt_progress();
+	}
+	LT_CHECK(b.rx.count == 0, "unexpected burst: no receive completes with nothing posted");
+	lt_note("unexpected burst: %zu of %d sends accepted before any receive was posted", sent,
+		N);
+	/* Phase 2: post everything, finish sending. */
+	for (size_t i = 0; i < N; i++)
+		errs += lt_recv(&b, rbuf[i], LEN, FI_ADDR_UNSPEC, &rctx[i]) != 0;
+	deadline = lt_now_ms() + 20000;
+	while ((received < N || send_done < N) && lt_now_ms() < deadline) {
+		if (sent < N) {
+			lt_fill(sbuf, LEN, 5000 + sent);
+			ret = fi_send(a.ep, sbuf, LEN, NULL, a_to_b, &sctx);
+			if (ret == 0)
+				sent++;
+			else if (ret != -FI_EAGAIN)
+				break;
+		}
+		lt_progress();
+		while (lt_cq_take(&a.tx, &comp)) {
+			send_done++;
+			errs += comp.err != 0;
+		}
+		while (lt_cq_take(&b.rx, &comp)) {
+			size_t slot = (size_t)((struct fi_context2 *)comp.op_context - rctx);
+
+			if (comp.err || slot != received ||
+			    lt_verify(rbuf[slot], LEN, 5000 + slot) != LEN)
+				bad++;
+			received++;
+		}
+	}
+	LT_CHECK(sent == N && send_done == N && received == N && bad == 0 && errs == 0,
+		 "unexpected burst: all %d delivered in order (%zu sent, %zu completed, %zu "
+		 "received, %zu wrong, %zu errors)", N, sent, send_done, received, bad, errs);
+	check_no_stray("unexpected burst");
+}
+
+int main(int argc, char **argv)
+{
+	struct fi_info *hints;
+	int ret;
+
+	(void)argc;
+	lt_begin(argv[0]);
+	hints = lt_hints(FI_MSG | FI_SOURCE);
+	hints->tx_attr->msg_order = FI_ORDER_SAS;
+	hints->rx_attr->msg_order = FI_ORDER_SAS;
+	info = lt_getinfo_or_skip(hints);
+	LT_CHECK(info->caps & FI_SOURCE, "FI_SOURCE granted");
+	LT_CHECK(info->tx_attr->msg_order & FI_ORDER_SAS, "FI_ORDER_SAS granted");
+
+	ret = lt_dom_open(info, &dom);
+	if (!ret)
+		ret = lt_ep_open(&dom, NULL, &a);
+	if (!ret)
+		ret = lt_ep_open(&dom, NULL, &b);
+	if (!ret)
+		ret = lt_ep_open(&dom, NULL, &c);
+	if (!ret)
+		ret = lt_av_insert(&a, b.addr, &a_to_b);
+	if (!ret)
+		ret = lt_av_insert(&b, a.addr, &b_to_a);
+	if (!ret)
+		ret = lt_av_insert(&c, b.addr, &c_to_b);
+	if (!LT_CHECK_RET(ret, 0, "three endpoints opened, addresses inserted"))
+		return lt_end();
+
+	test_send_recv();
+	test_sendv_recvv();
+	test_sendmsg_recvmsg();
+	test_senddata();
+	test_inject(false);
+	test_inject(true);
+	test_source_unknown();
+	test_sizes();
+	test_order();
+	truncation(100, 300);
+	truncation(64 * KIB, 1 * MIB);
+	test_selective_and_counters();
+	test_size_left();
+	test_names();
+	test_opt_min_multi_recv();
+	test_self();
+	test_burst();
+	test_unexpected_burst();
+
+	lt_ep_close(&a);
+	lt_ep_close(&b);
+	lt_ep_close(&c);
+	lt_dom_close(&dom);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	return lt_end();
+}
