@@ -1119,8 +1119,10 @@ static void format_cell(int prov, int test, char *buf, size_t len)
 		snprintf(buf, len, tests[test].kind == KIND_LAT || m < 100 ? "%.2f" : "%.0f", m);
 	else if (prov_unavail[prov] || cells[prov][test].state == CELL_NA)
 		snprintf(buf, len, "n/a");
-	else
+	else if (cells[prov][test].state == CELL_FAILED || prov_failed[prov])
 		snprintf(buf, len, "fail");
+	else
+		snprintf(buf, len, "-"); /* never reached: earlier tests failed in every repeat */
 }
 
 #define CELL_LEN 48
