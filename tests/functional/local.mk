@@ -21,3 +21,6 @@ tests_functional_test_malformed_LDADD = $(FABRIC_LIBS)
 func_tests += tests/functional/test_msg
 tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
 tests_functional_test_msg_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_multi_recv
+tests_functional_test_multi_recv_SOURCES = tests/functional/test_multi_recv.c $(func_common)
+tests_functional_test_multi_recv_LDADD = $(func_ldadd)
