@@ -24,3 +24,6 @@ tests_functional_test_msg_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_multi_recv
 tests_functional_test_multi_recv_SOURCES = tests/functional/test_multi_recv.c $(func_common)
 tests_functional_test_multi_recv_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_cancel
+tests_functional_test_cancel_SOURCES = tests/functional/test_cancel.c $(func_common)
+tests_functional_test_cancel_LDADD = $(func_ldadd)
