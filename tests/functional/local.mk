@@ -27,3 +27,6 @@ tests_functional_test_multi_recv_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_cancel
 tests_functional_test_cancel_SOURCES = tests/functional/test_cancel.c $(func_common)
 tests_functional_test_cancel_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_threads
+tests_functional_test_threads_SOURCES = tests/functional/test_threads.c $(func_common)
+tests_functional_test_threads_LDADD = $(func_ldadd)

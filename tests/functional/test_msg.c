@@ -451,7 +451,7 @@ static void truncation(size_t buflen, size_t msglen)
 	struct lt_ep a, b;
 	fi_addr_t a_to_b, b_to_a;
 	char what[64];
-	struct fi_context2 sctx, rctx, rctx2;
+	struct fi_context2 sctx, sctx2, rctx, rctx2;
 	char *sbuf = malloc(msglen), *rbuf = malloc(buflen + 4096), next[16] = "after";
 	char nbuf[16];
 	struct lt_comp comp;
@@ -493,11 +493,12 @@ static void truncation(size_t buflen, size_t msglen)
 	/* The endpoint (and its connection) is fine afterwards. */
 	LT_CHECK_RET(lt_recv(&b, nbuf, sizeof(nbuf), FI_ADDR_UNSPEC, &rctx2), 0,
 		     "%s: fi_recv after", what);
-	LT_CHECK_RET(lt_send(&a, next, sizeof(next), a_to_b, &sctx), 0, "%s: fi_send after", what);
+	LT_CHECK_RET(lt_send(&a, next, sizeof(next), a_to_b, &sctx2), 0, "%s: fi_send after",
+		     what);
 	if (next_comp(&b.rx, &comp, what))
 		LT_CHECK(!comp.err && comp.op_context == &rctx2 && !strcmp(nbuf, "after"),
 			 "%s: the next message arrives intact", what);
-	wait_tx(&a, &sctx, what);
+	wait_tx(&a, &sctx2, what);
 	lt_cq_quiet(&a.tx, 50);
 	LT_CHECK(!a.tx.count && !a.rx.count && !b.tx.count && !b.rx.count,
 		 "%s: no stray completions left", what);
@@ -807,8 +808,9 @@ static void test_burst(void)
 	static struct fi_context2 rctx[WINDOW];
 	uint64_t deadline = lt_now_ms() + 25000;
 	size_t posted = 0, received = 0, sent = 0, send_done = 0, eagain = 0, bad = 0, errs = 0;
-	struct fi_context2 sctx;
-	char sbuf[LEN];
+	/* A send owns its buffer until it completes: one buffer per message. */
+	static char sbuf[N][LEN];
+	static struct fi_context2 sctx[N];
 	struct lt_comp comp;
 	ssize_t ret;
 
@@ -823,9 +825,8 @@ static void test_burst(void)
 		/* Post until the provider pushes back, without progressing in between. */
 		ret = 0;
 		while (sent < N && ret == 0) {
-			memset(sbuf, 0, sizeof(sbuf));
-			memcpy(sbuf, &sent, sizeof(sent));
-			ret = fi_send(a.ep, sbuf, LEN, NULL, a_to_b, &sctx);
+			memcpy(sbuf[sent], &sent, sizeof(sent));
+			ret = fi_send(a.ep, sbuf[sent], LEN, NULL, a_to_b, &sctx[sent]);
 			if (ret == 0)
 				sent++;
 			else if (ret == -FI_EAGAIN)
@@ -875,15 +876,15 @@ static void test_unexpected_burst(void)
 	static struct fi_context2 rctx[N];
 	size_t sent = 0, send_done = 0, received = 0, bad = 0, errs = 0;
 	uint64_t deadline = lt_now_ms() + 2000;
-	struct fi_context2 sctx;
-	char sbuf[LEN];
+	static char sbuf[N][LEN];
+	static struct fi_context2 sctx[N];
 	struct lt_comp comp;
 	ssize_t ret;
 
 	/* Phase 1: send with nothing posted, for as long as the provider takes them. */
 	while (sent < N && lt_now_ms() < deadline) {
-		lt_fill(sbuf, LEN, 5000 + sent);
-		ret = fi_send(a.ep, sbuf, LEN, NULL, a_to_b, &sctx);
+		lt_fill(sbuf[sent], LEN, 5000 + sent);
+		ret = fi_send(a.ep, sbuf[sent], LEN, NULL, a_to_b, &sctx[sent]);
 		if (ret == 0)
 			sent++;
 		else if (ret != -FI_EAGAIN)
@@ -899,8 +900,8 @@ static void test_unexpected_burst(void)
 	deadline = lt_now_ms() + 20000;
 	while ((received < N || send_done < N) && lt_now_ms() < deadline) {
 		if (sent < N) {
-			lt_fill(sbuf, LEN, 5000 + sent);
-			ret = fi_send(a.ep, sbuf, LEN, NULL, a_to_b, &sctx);
+			lt_fill(sbuf[sent], LEN, 5000 + sent);
+			ret = fi_send(a.ep, sbuf[sent], LEN, NULL, a_to_b, &sctx[sent]);
 			if (ret == 0)
 				sent++;
 			else if (ret != -FI_EAGAIN)
