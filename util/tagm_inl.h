@@ -1,0 +1,249 @@
+/*
+ * Hot calls of the tag-matching engine (util/tagm.h), always inlined into the provider's
+ * receive path: post, match, add, search, claim, take, remove.
+ *
+ * How a provider uses them, under its own lock:
+ * - a message arrives: util_tagm_recv_match(); if NULL, util_tagm_msg_add() it as unexpected;
+ * - a receive is posted: util_tagm_msg_match(); if NULL, util_tagm_recv_post() it;
+ * - FI_PEEK: util_tagm_msg_search(); with FI_CLAIM, then util_tagm_msg_claim(msg, context);
+ *   with FI_DISCARD, util_tagm_msg_remove() instead;
+ * - FI_CLAIM without FI_PEEK: util_tagm_msg_take_claimed(context);
+ * - fi_cancel: util_tagm_recv_find() by context, then util_tagm_recv_remove().
+ * The engine does not do the first half of each step itself: a receive posted without first
+ * searching the unexpected messages is not matched against them.
+ */
+#ifndef UTIL_TAGM_INL_H
+#define UTIL_TAGM_INL_H
+
+#include "util/tagm.h"
+
+#define UTIL_TAGM_INLINE static inline __attribute__((always_inline))
+
+/* 2^64 / golden ratio, odd: Fibonacci hashing. */
+#define UTIL_TAGM_HASH_MUL 0x9e3779b97f4a7c15ULL
+
+UTIL_TAGM_INLINE struct util_dlist *util_tagm_bucket(const struct util_tagm_hash *hash,
+						     uint64_t key)
+{
+	return &hash->buckets[(key * UTIL_TAGM_HASH_MUL) >> hash->shift];
+}
+
+/* Appends to the key's bucket, so each bucket stays in insertion order. */
+UTIL_TAGM_INLINE void util_tagm_hash_insert(struct util_tagm_hash *hash, struct util_dlist *link,
+					    uint64_t key)
+{
+	util_dlist_insert_tail(link, util_tagm_bucket(hash, key));
+	if (unlikely(++hash->cnt > hash->grow_at))
+		util_tagm_hash_grow(hash);
+}
+
+UTIL_TAGM_INLINE void util_tagm_hash_remove(struct util_tagm_hash *hash, struct util_dlist *link)
+{
+	util_dlist_remove(link);
+	hash->cnt--;
+}
+
+UTIL_TAGM_INLINE bool util_tagm_src_is_match(uint64_t recv_src, uint64_t msg_src)
+{
+	return recv_src == UTIL_TAGM_ANY_SRC || recv_src == msg_src;
+}
+
+UTIL_TAGM_INLINE bool util_tagm_tag_is_match(uint64_t recv_tag, uint64_t ignore, uint64_t tag)
+{
+	return ((recv_tag ^ tag) & ~ignore) == 0;
+}
+
+UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_of(struct util_dlist *link)
+{
+	return container_of(link, struct util_tagm_recv, link);
+}
+
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_of_hash(struct util_dlist *link)
+{
+	return container_of(link, struct util_tagm_msg, hash_link);
+}
+
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_of_arrival(struct util_dlist *link)
+{
+	return container_of(link, struct util_tagm_msg, arrival_link);
+}
+
+/*
+ * Posts a receive: it will match messages whose tag equals tag outside the ignore bits, from
+ * src (or from anyone with UTIL_TAGM_ANY_SRC), after every receive posted before it.
+ */
+UTIL_TAGM_INLINE void util_tagm_recv_post(struct util_tagm *tagm, struct util_tagm_recv *recv,
+					  uint64_t tag, uint64_t ignore, uint64_t src)
+{
+	recv->tag = tag;
+	recv->ignore = ignore;
+	recv->src = src;
+	recv->seq = tagm->recv_seq++;
+	if (likely(!ignore)) {
+		util_tagm_hash_insert(&tagm->recv_hash, &recv->link, tag);
+	} else {
+		util_dlist_insert_tail(&recv->link, &tagm->recv_wild);
+		tagm->wild_cnt++;
+	}
+}
+
+/* Takes a posted receive out (fi_cancel, or the caller matched it some other way). */
+UTIL_TAGM_INLINE void util_tagm_recv_remove(struct util_tagm *tagm, struct util_tagm_recv *recv)
+{
+	if (likely(!recv->ignore)) {
+		util_tagm_hash_remove(&tagm->recv_hash, &recv->link);
+	} else {
+		util_dlist_remove(&recv->link);
+		tagm->wild_cnt--;
+	}
+}
+
+/*
+ * A message (tag, src) arrives: returns the earliest-posted receive that matches it, removed,
+ * or NULL (then the caller keeps the message with util_tagm_msg_add).
+ */
+UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *tagm,
+							     uint64_t tag, uint64_t src)
+{
+	struct util_tagm_recv *exact = NULL, *recv;
+	struct util_dlist *head, *item;
+
+	if (likely(tagm->recv_hash.cnt)) {
+		/* The bucket is in post order: its first match is the earliest exact one. */
+		head = util_tagm_bucket(&tagm->recv_hash, tag);
+		util_dlist_foreach(head, item) {
+			recv = util_tagm_recv_of(item);
+			if (recv->tag == tag && util_tagm_src_is_match(recv->src, src)) {
+				exact = recv;
+				break;
+			}
+		}
+	}
+
+	if (unlikely(tagm->wild_cnt)) {
+		util_dlist_foreach(&tagm->recv_wild, item) {
+			recv = util_tagm_recv_of(item);
+			/* The list is in post order: nothing further on was posted before exact. */
+			if (exact && recv->seq > exact->seq)
+				break;
+			if (util_tagm_tag_is_match(recv->tag, recv->ignore, tag) &&
+			    util_tagm_src_is_match(recv->src, src)) {
+				util_dlist_remove(&recv->link);
+				tagm->wild_cnt--;
+				return recv;
+			}
+		}
+	}
+
+	if (exact)
+		util_tagm_hash_remove(&tagm->recv_hash, &exact->link);
+	return exact;
+}
+
+/* Keeps a message (tag, src) that matched no posted receive, behind every earlier arrival. */
+UTIL_TAGM_INLINE void util_tagm_msg_add(struct util_tagm *tagm, struct util_tagm_msg *msg,
+					uint64_t tag, uint64_t src)
+{
+	msg->tag = tag;
+	msg->src = src;
+	msg->seq = tagm->msg_seq++;
+	msg->owner = NULL;
+	util_tagm_hash_insert(&tagm->msg_hash, &msg->hash_link, tag);
+	util_dlist_insert_tail(&msg->arrival_link, &tagm->msg_arrival);
+}
+
+/*
+ * The earliest-arrived unclaimed message that a receive (tag, ignore, src) would match, left
+ * in place (FI_PEEK); NULL when none. Exact receives look at the tag's bucket only.
+ */
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_tagm *tagm,
+							    uint64_t tag, uint64_t ignore,
+							    uint64_t src)
+{
+	const struct util_dlist *head;
+	struct util_tagm_msg *msg;
+	struct util_dlist *item;
+
+	if (likely(!ignore)) {
+		if (!tagm->msg_hash.cnt)
+			return NULL;
+		head = util_tagm_bucket(&tagm->msg_hash, tag);
+		util_dlist_foreach(head, item) {
+			msg = util_tagm_msg_of_hash(item);
+			if (msg->tag == tag && util_tagm_src_is_match(src, msg->src))
+				return msg;
+		}
+		return NULL;
+	}
+
+	util_dlist_foreach(&tagm->msg_arrival, item) {
+		msg = util_tagm_msg_of_arrival(item);
+		if (util_tagm_tag_is_match(tag, ignore, msg->tag) &&
+		    util_tagm_src_is_match(src, msg->src))
+			return msg;
+	}
+	return NULL;
+}
+
+/* Takes an unexpected message out, claimed or not (a receive consumed it, or FI_DISCARD). */
+UTIL_TAGM_INLINE void util_tagm_msg_remove(struct util_tagm *tagm, struct util_tagm_msg *msg)
+{
+	if (unlikely(util_tagm_msg_is_claimed(msg))) {
+		util_tagm_hash_remove(&tagm->claim_hash, &msg->hash_link);
+		msg->owner = NULL;
+		return;
+	}
+	util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
+	util_dlist_remove(&msg->arrival_link);
+}
+
+/* A receive (tag, ignore, src) is posted: util_tagm_msg_search, then removes what it found. */
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_match(struct util_tagm *tagm, uint64_t tag,
+							   uint64_t ignore, uint64_t src)
+{
+	struct util_tagm_msg *msg = util_tagm_msg_search(tagm, tag, ignore, src);
+
+	if (msg)
+		util_tagm_msg_remove(tagm, msg);
+	return msg;
+}
+
+/*
+ * FI_PEEK | FI_CLAIM found msg (unclaimed): hides it from every search and ties it to owner
+ * (the receive's struct fi_context, not NULL) until util_tagm_msg_take_claimed(owner) or
+ * util_tagm_msg_remove. An owner should claim one message at a time; if it claims several,
+ * they are taken in claim order.
+ */
+UTIL_TAGM_INLINE void util_tagm_msg_claim(struct util_tagm *tagm, struct util_tagm_msg *msg,
+					  void *owner)
+{
+	util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
+	util_dlist_remove(&msg->arrival_link);
+	msg->owner = owner;
+	util_tagm_hash_insert(&tagm->claim_hash, &msg->hash_link, (uintptr_t) owner);
+}
+
+/*
+ * FI_CLAIM without FI_PEEK: the message owner claimed, removed (and no longer claimed), or NULL
+ * when owner holds none (an application error the caller reports).
+ */
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_take_claimed(struct util_tagm *tagm,
+								  const void *owner)
+{
+	struct util_dlist *head, *item;
+	struct util_tagm_msg *msg;
+
+	if (!tagm->claim_hash.cnt)
+		return NULL;
+	head = util_tagm_bucket(&tagm->claim_hash, (uintptr_t) owner);
+	util_dlist_foreach(head, item) {
+		msg = util_tagm_msg_of_hash(item);
+		if (msg->owner == owner) {
+			util_tagm_msg_remove(tagm, msg);
+			return msg;
+		}
+	}
+	return NULL;
+}
+
+#endif /* UTIL_TAGM_INL_H */
