@@ -23,6 +23,10 @@ unit_tests += tests/unit/test_av_table
 tests_unit_test_av_table_LDADD = $(unit_ldadd)
 tests_unit_test_av_table_CFLAGS = $(unit_cflags)
 
+unit_tests += tests/unit/test_tagm
+tests_unit_test_tagm_LDADD = $(unit_ldadd)
+tests_unit_test_tagm_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
