@@ -287,6 +287,31 @@ static void layer_conn_fail_list(struct layer_ep *ep, struct util_dlist *list, i
 		layer_proto_complete_tx(ep, container_of(item, struct layer_tx, link), err);
 }
 
+/*
+ * Unexpected messages outlive their connection: an eager one arrived whole and can still be
+ * received; a rendezvous request cannot be pulled any more (its sender has already failed
+ * it), so it is dropped.
+ */
+static void layer_conn_orphan_unexpected(struct layer_ep *ep, struct layer_conn *conn)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_rx_buf *buf;
+
+	util_dlist_foreach_safe(&ep->unexp_msgs, item, tmp) {
+		buf = container_of(item, struct layer_rx_buf, link);
+		if (buf->conn != conn)
+			continue;
+		if (((const struct layer_hdr *) buf->data)->op == LAYER_OP_RTS) {
+			FI_INFO(&layer_prov, FI_LOG_EP_DATA,
+				"dropping unexpected rendezvous message of a lost connection\n");
+			util_dlist_remove(&buf->link);
+			util_bufpool_put(&ep->buf_pool, buf);
+		} else {
+			buf->conn = NULL;
+		}
+	}
+}
+
 void layer_conn_reap(struct layer_ep *ep)
 {
 	struct util_dlist *item;
@@ -304,6 +329,7 @@ void layer_conn_reap(struct layer_ep *ep)
 			layer_rndv_read_done(ep, rx, conn->fail_err);
 		}
 		layer_conn_release_bufs(conn);
+		layer_conn_orphan_unexpected(ep, conn);
 		free(conn);
 	}
 }

@@ -78,7 +78,7 @@ struct layer_tx {
 struct layer_rx_buf {
 	enum layer_ctx_type type;      /* LAYER_CTX_RX_BUF; first */
 	struct util_dlist link;        /* conn->posted_bufs, then ep->unexp_msgs if unexpected */
-	struct layer_conn *conn;
+	struct layer_conn *conn;       /* NULL once an unexpected message outlived it */
 	size_t len;                    /* bytes received */
 	fi_addr_t src_addr;            /* resolved at arrival */
 	/* header, then payload (up to eager_size) */

@@ -324,7 +324,7 @@ static void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf
 {
 	struct layer_conn *conn = buf->conn;
 
-	if (conn->state != LAYER_CONN_CLOSED && conn->core_ep &&
+	if (conn && conn->state != LAYER_CONN_CLOSED && conn->core_ep &&
 	    !layer_conn_post_buf(conn, buf))
 		return;
 	util_bufpool_put(&ep->buf_pool, buf);
