@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 	const char *role;
 	struct lt_child child;
 	struct lt_comp comp;
-	struct fi_info *info;
+	struct fi_info *hints, *info;
 	struct lt_dom dom;
 	struct lt_ep ep;
 	fi_addr_t dead, echo;
@@ -113,7 +113,8 @@ int main(int argc, char **argv)
 		return child_echo(rfd, wfd);
 
 	lt_begin("peer_loss");
-	info = lt_getinfo_or_skip(lt_hints(FI_MSG | FI_SOURCE));
+	hints = lt_hints(FI_MSG | FI_SOURCE);
+	info = lt_getinfo_or_skip(hints);
 	if (lt_dom_open(info, &dom) || lt_ep_open(&dom, NULL, &ep)) {
 		LT_CHECK(0, "open the parent endpoint");
 		return lt_end();
@@ -184,5 +185,7 @@ int main(int argc, char **argv)
 	free(big);
 	lt_ep_close(&ep);
 	lt_dom_close(&dom);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
 	return lt_end();
 }
