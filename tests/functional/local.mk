@@ -36,3 +36,6 @@ tests_functional_test_bad_input_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_peer_loss
 tests_functional_test_peer_loss_SOURCES = tests/functional/test_peer_loss.c $(func_common)
 tests_functional_test_peer_loss_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_twoproc
+tests_functional_test_twoproc_SOURCES = tests/functional/test_twoproc.c $(func_common)
+tests_functional_test_twoproc_LDADD = $(func_ldadd)
