@@ -27,6 +27,12 @@ unit_tests += tests/unit/test_tagm
 tests_unit_test_tagm_LDADD = $(unit_ldadd)
 tests_unit_test_tagm_CFLAGS = $(unit_cflags)
 
+unit_tests += tests/unit/test_av_set
+tests_unit_test_av_set_LDADD = $(unit_ldadd)
+tests_unit_test_av_set_CFLAGS = $(unit_cflags)
+# allocation failures are injected into util's calls only
+tests_unit_test_av_set_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)

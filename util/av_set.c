@@ -1,0 +1,367 @@
+/*
+ * Ordered id sets (see av_set.h). The array keeps the order; the index answers membership.
+ * Only two places decide the index's form: building it when the array grows (bitmap when
+ * every id ever held fits the bitmap budget of the new capacity, hash otherwise), and adding
+ * an id past the bitmap (the bitmap grows within its budget, else the index becomes a hash).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/av_set.h"
+
+#define UTIL_AV_SET_MIN_CAPACITY 16
+/* a count hint preallocates at most this many members (8 MiB): it is only a hint */
+#define UTIL_AV_SET_PREALLOC_MAX (1UL << 20)
+/* a bitmap this small (8 KiB) is always allowed, whatever the capacity */
+#define UTIL_AV_SET_BITMAP_MIN_WORDS 1024
+#define UTIL_AV_SET_HASH_MIN_SLOTS 32
+
+/*
+ * The largest bitmap (in words) a set of this capacity may keep: one word per member of
+ * capacity, i.e. the size of the id array, so the bitmap never dominates the footprint.
+ */
+static size_t util_av_set_bitmap_budget(size_t capacity)
+{
+	return UTIL_MAX(capacity, (size_t) UTIL_AV_SET_BITMAP_MIN_WORDS);
+}
+
+/* Hash slots for a capacity: at most half full, a power of two. 0 if it cannot be sized. */
+static size_t util_av_set_hash_slots(size_t capacity)
+{
+	if (capacity > SIZE_MAX / 4 / sizeof(uint64_t))
+		return 0;
+	return util_roundup_pow2(UTIL_MAX(2 * capacity, (size_t) UTIL_AV_SET_HASH_MIN_SLOTS));
+}
+
+static void util_av_set_hash_put(uint64_t *hash, size_t mask, uint64_t id)
+{
+	size_t slot;
+
+	for (slot = util_av_set_hash_home(id, mask); hash[slot] != UTIL_AV_SET_NO_ID;
+	     slot = (slot + 1) & mask)
+		;
+	hash[slot] = id;
+}
+
+/*
+ * Deletion without tombstones (backward shift): the entries after the hole that would no
+ * longer be found from their home slot move into it, so lookups stay short after many
+ * removals and never need a rebuild.
+ */
+static void util_av_set_hash_del(struct util_av_set *set, uint64_t id)
+{
+	size_t mask = set->hash_mask;
+	size_t hole, next, home;
+
+	for (hole = util_av_set_hash_home(id, mask); set->hash[hole] != id;
+	     hole = (hole + 1) & mask)
+		;
+	for (next = (hole + 1) & mask; set->hash[next] != UTIL_AV_SET_NO_ID;
+	     next = (next + 1) & mask) {
+		home = util_av_set_hash_home(set->hash[next], mask);
+		/* stays if its home lies cyclically in (hole, next] */
+		if (hole <= next ? (hole < home && home <= next) : (hole < home || home <= next))
+			continue;
+		set->hash[hole] = set->hash[next];
+		hole = next;
+	}
+	set->hash[hole] = UTIL_AV_SET_NO_ID;
+}
+
+/* Index removal of a member. */
+static void util_av_set_index_del(struct util_av_set *set, uint64_t id)
+{
+	if (set->hash)
+		util_av_set_hash_del(set, id);
+	else
+		set->bitmap[id / 64] &= ~(1ULL << (id % 64));
+}
+
+/* A hash index of the current members sized for capacity, in *hash and *mask. */
+static int util_av_set_build_hash(const struct util_av_set *set, size_t capacity, uint64_t **hash,
+				  size_t *mask)
+{
+	size_t slots = util_av_set_hash_slots(capacity);
+	size_t i;
+
+	if (!slots)
+		return -FI_ENOMEM;
+	*hash = malloc(slots * sizeof(**hash));
+	if (!*hash)
+		return -FI_ENOMEM;
+	/* all bytes 0xff: every slot UTIL_AV_SET_NO_ID */
+	memset(*hash, 0xff, slots * sizeof(**hash));
+	*mask = slots - 1;
+	for (i = 0; i < set->count; i++)
+		util_av_set_hash_put(*hash, *mask, set->ids[i]);
+	return 0;
+}
+
+/* A bitmap of the current members with words words (which cover every member). */
+static int util_av_set_build_bitmap(const struct util_av_set *set, size_t words, uint64_t **bitmap)
+{
+	size_t i;
+
+	*bitmap = calloc(words, sizeof(**bitmap));
+	if (!*bitmap)
+		return -FI_ENOMEM;
+	for (i = 0; i < set->count; i++)
+		(*bitmap)[set->ids[i] / 64] |= 1ULL << (set->ids[i] % 64);
+	return 0;
+}
+
+/* Words for a bitmap covering ids up to max_id, rounded up so that growth is amortised. */
+static size_t util_av_set_bitmap_words(uint64_t max_id, size_t budget)
+{
+	return UTIL_MIN(util_roundup_pow2((size_t) (max_id / 64) + 1), budget);
+}
+
+/*
+ * Grows the array to hold at least need members and rebuilds the index for the new capacity
+ * when its form or size has to change. All or nothing: -FI_ENOMEM leaves the set as it was.
+ */
+static int util_av_set_grow(struct util_av_set *set, size_t need)
+{
+	size_t capacity =
+		UTIL_MAX(need, UTIL_MAX(2 * set->capacity, (size_t) UTIL_AV_SET_MIN_CAPACITY));
+	size_t budget = util_av_set_bitmap_budget(capacity);
+	uint64_t *ids, *hash = NULL, *bitmap = NULL;
+	size_t mask = 0, words = 0, i;
+	int ret;
+
+	if (capacity > SIZE_MAX / sizeof(*ids))
+		return -FI_ENOMEM;
+
+	/* removals leave max_id an upper bound: make it exact (growth is linear anyway) */
+	set->max_id = 0;
+	for (i = 0; i < set->count; i++)
+		set->max_id = UTIL_MAX(set->max_id, set->ids[i]);
+
+	if (set->count && set->max_id / 64 >= budget) {
+		/* still too sparse for a bitmap: the hash needs resizing only if too small */
+		if (!set->hash || util_av_set_hash_slots(capacity) > set->hash_mask + 1) {
+			ret = util_av_set_build_hash(set, capacity, &hash, &mask);
+			if (ret)
+				return ret;
+		}
+	} else if (set->hash) {
+		/* dense enough now (or empty): back to a bitmap */
+		words = set->count ? util_av_set_bitmap_words(set->max_id, budget) : 0;
+		if (words) {
+			ret = util_av_set_build_bitmap(set, words, &bitmap);
+			if (ret)
+				return ret;
+		}
+	}
+
+	ids = realloc(set->ids, capacity * sizeof(*ids));
+	if (!ids) {
+		free(hash);
+		free(bitmap);
+		return -FI_ENOMEM;
+	}
+	set->ids = ids;
+	set->capacity = capacity;
+
+	if (hash) {
+		free(set->hash);
+		free(set->bitmap);
+		set->hash = hash;
+		set->hash_mask = mask;
+		set->bitmap = NULL;
+		set->bitmap_words = 0;
+	} else if (set->hash) {
+		free(set->hash);
+		set->hash = NULL;
+		set->hash_mask = 0;
+		set->bitmap = bitmap;
+		set->bitmap_words = words;
+	}
+	return 0;
+}
+
+/*
+ * Makes the index able to take id (capacity for it is already there): grows the bitmap
+ * within its budget, or turns the index into a hash. -FI_ENOMEM leaves the set unchanged.
+ */
+static int util_av_set_index_prepare(struct util_av_set *set, uint64_t id)
+{
+	size_t budget = util_av_set_bitmap_budget(set->capacity);
+	size_t words, mask;
+	uint64_t *bitmap, *hash;
+	int ret;
+
+	if (set->hash || id / 64 < set->bitmap_words)
+		return 0;
+
+	if (id / 64 < budget) {
+		words = util_av_set_bitmap_words(UTIL_MAX(id, set->max_id), budget);
+		bitmap = realloc(set->bitmap, words * sizeof(*bitmap));
+		if (!bitmap)
+			return -FI_ENOMEM;
+		memset(bitmap + set->bitmap_words, 0,
+		       (words - set->bitmap_words) * sizeof(*bitmap));
+		set->bitmap = bitmap;
+		set->bitmap_words = words;
+		return 0;
+	}
+
+	ret = util_av_set_build_hash(set, set->capacity, &hash, &mask);
+	if (ret)
+		return ret;
+	free(set->bitmap);
+	set->bitmap = NULL;
+	set->bitmap_words = 0;
+	set->hash = hash;
+	set->hash_mask = mask;
+	return 0;
+}
+
+/* Appends an id known not to be a member. 0 or -FI_ENOMEM (set unchanged). */
+static int util_av_set_append(struct util_av_set *set, uint64_t id)
+{
+	int ret;
+
+	if (unlikely(set->count == set->capacity)) {
+		ret = util_av_set_grow(set, set->count + 1);
+		if (ret)
+			return ret;
+	}
+	ret = util_av_set_index_prepare(set, id);
+	if (unlikely(ret))
+		return ret;
+
+	if (set->hash)
+		util_av_set_hash_put(set->hash, set->hash_mask, id);
+	else
+		set->bitmap[id / 64] |= 1ULL << (id % 64);
+	set->ids[set->count++] = id;
+	if (id > set->max_id)
+		set->max_id = id;
+	return 0;
+}
+
+int util_av_set_init(struct util_av_set *set, size_t count_hint)
+{
+	memset(set, 0, sizeof(*set));
+	return util_av_set_grow(set, UTIL_MIN(count_hint, (size_t) UTIL_AV_SET_PREALLOC_MAX));
+}
+
+void util_av_set_fini(struct util_av_set *set)
+{
+	free(set->ids);
+	free(set->hash);
+	free(set->bitmap);
+	memset(set, 0, sizeof(*set));
+}
+
+int util_av_set_reserve(struct util_av_set *set, size_t count)
+{
+	return count > set->capacity ? util_av_set_grow(set, count) : 0;
+}
+
+int util_av_set_insert(struct util_av_set *set, uint64_t id)
+{
+	if (id == UTIL_AV_SET_NO_ID)
+		return -FI_EINVAL;
+	if (util_av_set_contains(set, id))
+		return -FI_EALREADY;
+	return util_av_set_append(set, id);
+}
+
+int util_av_set_remove(struct util_av_set *set, uint64_t id)
+{
+	size_t pos;
+
+	if (!util_av_set_contains(set, id))
+		return -FI_ENOENT;
+	/* a member: the scan stops at it */
+	for (pos = 0; set->ids[pos] != id; pos++)
+		;
+	memmove(&set->ids[pos], &set->ids[pos + 1], (set->count - pos - 1) * sizeof(*set->ids));
+	set->count--;
+	util_av_set_index_del(set, id);
+	return 0;
+}
+
+void util_av_set_clear(struct util_av_set *set)
+{
+	size_t i;
+
+	/* member by member: linear in the members, whatever the index's size */
+	for (i = 0; i < set->count; i++)
+		util_av_set_index_del(set, set->ids[i]);
+	set->count = 0;
+	set->max_id = 0;
+}
+
+int util_av_set_union(struct util_av_set *dst, const struct util_av_set *src)
+{
+	size_t old_count = dst->count;
+	size_t i;
+	int ret;
+
+	if (dst == src)
+		return 0;
+	for (i = 0; i < src->count; i++) {
+		if (util_av_set_contains(dst, src->ids[i]))
+			continue;
+		ret = util_av_set_append(dst, src->ids[i]);
+		if (unlikely(ret))
+			goto err_undo_appends;
+	}
+	return 0;
+
+err_undo_appends:
+	/* the index may have changed form on the way: the removal uses the current one */
+	while (dst->count > old_count)
+		util_av_set_index_del(dst, dst->ids[--dst->count]);
+	return ret;
+}
+
+/* Keeps the members of set for which contains(other) == keep_if, in order. */
+static void util_av_set_filter(struct util_av_set *set, const struct util_av_set *other,
+			       bool keep_if)
+{
+	size_t i, kept = 0;
+	uint64_t id;
+
+	for (i = 0; i < set->count; i++) {
+		id = set->ids[i];
+		if (util_av_set_contains(other, id) == keep_if)
+			set->ids[kept++] = id;
+		else
+			util_av_set_index_del(set, id);
+	}
+	set->count = kept;
+	if (!kept)
+		set->max_id = 0;
+}
+
+void util_av_set_intersect(struct util_av_set *dst, const struct util_av_set *src)
+{
+	if (dst == src)
+		return;
+	if (!src->count)
+		util_av_set_clear(dst);
+	else
+		util_av_set_filter(dst, src, true);
+}
+
+void util_av_set_diff(struct util_av_set *dst, const struct util_av_set *src)
+{
+	/* with itself, contains() would change under the filter: every member goes anyway */
+	if (dst == src)
+		util_av_set_clear(dst);
+	else if (src->count)
+		util_av_set_filter(dst, src, false);
+}
+
+size_t util_av_set_mem_size(const struct util_av_set *set)
+{
+	return set->capacity * sizeof(*set->ids) +
+	       (set->hash ? (set->hash_mask + 1) * sizeof(*set->hash) : 0) +
+	       set->bitmap_words * sizeof(*set->bitmap);
+}
