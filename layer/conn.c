@@ -102,6 +102,7 @@ static struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing
 	util_dlist_init(&conn->rndv_tx);
 	util_dlist_init(&conn->posted_bufs);
 	util_dlist_init(&conn->reading_rx);
+	util_dlist_init(&conn->fenced_tx);
 	util_dlist_insert_tail(&conn->link, &ep->conns);
 	return conn;
 }
@@ -320,6 +321,7 @@ void layer_conn_reap(struct layer_ep *ep)
 
 	while ((item = util_dlist_pop_front(&ep->closed_conns))) {
 		conn = container_of(item, struct layer_conn, link);
+		layer_conn_fail_list(ep, &conn->fenced_tx, conn->fail_err);
 		layer_conn_fail_list(ep, &conn->pending_tx, conn->fail_err);
 		layer_conn_fail_list(ep, &conn->inflight_tx, conn->fail_err);
 		layer_conn_fail_list(ep, &conn->rndv_tx, conn->fail_err);
@@ -330,6 +332,7 @@ void layer_conn_reap(struct layer_ep *ep)
 		}
 		layer_conn_release_bufs(conn);
 		layer_conn_orphan_unexpected(ep, conn);
+		layer_tagged_orphan(ep, conn);
 		free(conn);
 	}
 }
@@ -409,6 +412,8 @@ void layer_conn_close_all(struct layer_ep *ep)
 	}
 	while ((item = util_dlist_pop_front(&ep->closed_conns))) {
 		conn = container_of(item, struct layer_conn, link);
+		while ((item = util_dlist_pop_front(&conn->fenced_tx)))
+			layer_proto_free_tx(ep, container_of(item, struct layer_tx, link));
 		while ((item = util_dlist_pop_front(&conn->pending_tx)))
 			layer_proto_free_tx(ep, container_of(item, struct layer_tx, link));
 		while ((item = util_dlist_pop_front(&conn->inflight_tx)))

@@ -118,6 +118,7 @@ static int layer_ep_close(struct fid *fid)
 	layer_conn_close_all(ep);
 	while ((item = util_dlist_pop_front(&ep->unexp_msgs)))
 		util_bufpool_put(&ep->buf_pool, container_of(item, struct layer_rx_buf, link));
+	layer_tagged_close(ep);
 	if (ep->core_pep)
 		fi_close(&ep->core_pep->fid);
 	util_lock_release(&ep->lock);
@@ -320,6 +321,8 @@ static ssize_t layer_ep_cancel(fid_t fid, void *context)
 
 	util_lock_acquire(&ep->lock);
 	ret = layer_proto_cancel(ep, context);
+	if (ret == -FI_ENOENT)
+		ret = layer_tagged_cancel(ep, context);
 	util_lock_release(&ep->lock);
 	return ret;
 }
@@ -579,9 +582,12 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 				layer_settings.rx_buf_cnt, 0);
 	if (ret)
 		goto err_fini_rx_pool;
-	ret = layer_ep_open_core(ep, info);
+	ret = util_tagm_init(&ep->tagm, 0);
 	if (ret)
 		goto err_fini_buf_pool;
+	ret = layer_ep_open_core(ep, info);
+	if (ret)
+		goto err_fini_tagm;
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
@@ -590,12 +596,14 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	ep->ep_fid.cm = &layer_ep_cm_ops;
 	ep->ep_fid.msg = &layer_msg_ops;
 	ep->ep_fid.rma = &layer_no_rma_ops;
-	ep->ep_fid.tagged = &layer_no_tagged_ops;
+	ep->ep_fid.tagged = &layer_tagged_ops;
 	ep->ep_fid.atomic = &layer_no_atomic_ops;
 	atomic_fetch_add(&domain->ref, 1);
 	*ep_fid = &ep->ep_fid;
 	return 0;
 
+err_fini_tagm:
+	util_tagm_fini(&ep->tagm);
 err_fini_buf_pool:
 	fi_freeinfo(ep->core_info);
 	util_bufpool_fini(&ep->buf_pool);

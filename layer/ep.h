@@ -17,6 +17,7 @@
 #include "layer/layer.h"
 #include "layer/proto.h"
 #include "util/bufpool.h"
+#include "util/tagm.h"
 
 struct layer_av;
 struct layer_ep;
@@ -50,6 +51,9 @@ struct layer_conn {
 	struct util_dlist rndv_tx;     /* struct layer_tx sent, waiting for their ACK */
 	struct util_dlist posted_bufs; /* struct layer_rx_buf posted to the core */
 	struct util_dlist reading_rx;  /* struct layer_rx whose rendezvous reads run here */
+	struct util_dlist fenced_tx;   /* struct layer_tx held by an FI_FENCE until earlier
+					* sends to this peer complete */
+	size_t tx_active;              /* user sends posted here and not completed */
 };
 
 struct layer_tx {
@@ -61,7 +65,10 @@ struct layer_tx {
 	uint64_t cq_flags;             /* flags reported in the completion */
 	size_t len;                    /* message bytes */
 	bool is_ctrl;                  /* provider's own message: no user completion */
-	bool is_acked;                 /* rendezvous: ACK seen before the send completed */
+	bool is_acked;                 /* ACK seen before the core completed the send */
+	bool wants_ack;                /* completes on the target's ACK (rendezvous, or
+					* FI_DELIVERY_COMPLETE / FI_MATCH_COMPLETE) */
+	bool is_active;                /* counted in conn->tx_active */
 	size_t iov_cnt;                /* core iov entries in iov */
 	struct iovec iov[LAYER_IOV_LIMIT + 1];
 	struct fid_mr *mr[LAYER_IOV_LIMIT]; /* rendezvous registrations */
@@ -81,6 +88,7 @@ struct layer_rx_buf {
 	struct layer_conn *conn;       /* NULL once an unexpected message outlived it */
 	size_t len;                    /* bytes received */
 	fi_addr_t src_addr;            /* resolved at arrival */
+	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
 	/* header, then payload (up to eager_size) */
 	uint8_t data[] __attribute__((aligned(16)));
 };
@@ -92,6 +100,8 @@ struct layer_rx {
 	void *context;
 	uint64_t flags;                /* FI_COMPLETION, FI_MULTI_RECV... */
 	fi_addr_t src_addr;            /* directed receive: the only source accepted */
+	struct util_tagm_recv tagm;    /* tagged: while posted */
+	uint64_t tag;                  /* tagged: the message's tag, reported */
 	size_t iov_cnt;
 	struct iovec iov[LAYER_IOV_LIMIT];
 	size_t len;                    /* total buffer bytes */
@@ -155,6 +165,7 @@ struct layer_ep {
 	/* receive side */
 	struct util_dlist posted_rx;   /* struct layer_rx in posting order */
 	struct util_dlist unexp_msgs;  /* struct layer_rx_buf in arrival order */
+	struct util_tagm tagm;         /* tagged receives and unexpected tagged messages */
 
 	struct util_bufpool tx_pool;   /* struct layer_tx, user sends bounded by tx_size */
 	size_t tx_used;                /* user sends outstanding */
@@ -190,8 +201,13 @@ void layer_conn_close_all(struct layer_ep *ep);
 int layer_conn_post_buf(struct layer_conn *conn, struct layer_rx_buf *buf);
 
 /* proto.c (ep->lock held) */
+/*
+ * A send. flags holds FI_TAGGED for a tagged message (tag is then sent), the completion
+ * flags (FI_COMPLETION, FI_INJECT, FI_DELIVERY_COMPLETE...), FI_REMOTE_CQ_DATA, FI_FENCE.
+ */
 ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
-			 fi_addr_t dest, uint64_t data, uint64_t flags, void *context);
+			 fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
+			 void *context);
 ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
 			 fi_addr_t src, uint64_t flags, void *context);
 /* Hands a transmit to the core, or queues it on its connection. */
@@ -209,6 +225,24 @@ int layer_proto_cancel(struct layer_ep *ep, void *context);
 void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
 			   uint64_t cq_flags, uint64_t data, fi_addr_t src, int err,
 			   size_t olen);
+/* Receives the message in buf (matched to rx); frees rx unless a multi-receive stays. */
+bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx, struct layer_rx_buf *buf);
+/* Gives a bounce buffer back to its connection (or the pool). */
+void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf);
+/* Posts a replacement for a buffer kept as unexpected. */
+void layer_proto_replace_buf(struct layer_ep *ep, struct layer_conn *conn);
+/* Drops a received message nobody will receive, answering its sender when it waits. */
+void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf);
+struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t flags,
+				const struct iovec *iov, size_t iov_cnt, fi_addr_t src);
+
+/* tagged.c (ep->lock held) */
+void layer_tagged_arrive(struct layer_ep *ep, struct layer_rx_buf *buf);
+int layer_tagged_cancel(struct layer_ep *ep, void *context);
+void layer_tagged_close(struct layer_ep *ep);
+/* A lost connection's unexpected tagged messages: eager ones stay, rendezvous ones go. */
+void layer_tagged_orphan(struct layer_ep *ep, struct layer_conn *conn);
+extern struct fi_ops_tagged layer_tagged_ops;
 
 /* proto_rndv.c (ep->lock held) */
 int layer_rndv_prepare_tx(struct layer_ep *ep, struct layer_tx *tx,
@@ -227,9 +261,49 @@ void layer_rndv_read_done(struct layer_ep *ep, struct layer_rx *rx, int err);
 void layer_rndv_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr);
 void layer_rndv_tx_sent(struct layer_ep *ep, struct layer_tx *tx);
 
+/* Argument checks and completion rules shared by msg.c and tagged.c. */
+static inline bool layer_iov_ok(const struct iovec *iov, size_t count)
+{
+	size_t i;
+
+	if (unlikely(count > LAYER_IOV_LIMIT || (count && !iov)))
+		return false;
+	for (i = 0; i < count; i++) {
+		if (unlikely(!iov[i].iov_base && iov[i].iov_len))
+			return false;
+	}
+	return true;
+}
+
+static inline size_t layer_iov_total(const struct iovec *iov, size_t count)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* FI_COMPLETION when the operation generates a completion (fi_msg(3), fi_cq(3)). */
+static inline uint64_t layer_tx_completion(const struct layer_ep *ep, uint64_t flags)
+{
+	return !ep->tx_selective || (flags & FI_COMPLETION) ? FI_COMPLETION : 0;
+}
+
+static inline uint64_t layer_rx_completion(const struct layer_ep *ep, uint64_t flags)
+{
+	return !ep->rx_selective || (flags & FI_COMPLETION) ? FI_COMPLETION : 0;
+}
+
+/*
+ * msg.c: checks a send's arguments and runs it under the lock; makes progress before
+ * returning -FI_EAGAIN. flags as for layer_proto_send.
+ */
+ssize_t layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count,
+		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags, void *context);
+
 extern struct fi_ops_msg layer_msg_ops;
 extern struct fi_ops_rma layer_no_rma_ops;
-extern struct fi_ops_tagged layer_no_tagged_ops;
 extern struct fi_ops_atomic layer_no_atomic_ops;
 
 /* cq.c, cntr.c: the endpoints whose progress a CQ or counter read drives. */

@@ -130,7 +130,7 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 			return false;
 		if (ep->tx_ctx_cnt > 1 || ep->rx_ctx_cnt > 1)
 			return false;
-		if (ep->mem_tag_format || ep->auth_key_size || ep->auth_key)
+		if (ep->auth_key_size || ep->auth_key)
 			return false;
 		if (ep->protocol != FI_PROTO_UNSPEC)
 			return false;
@@ -237,7 +237,9 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->ep_attr->max_order_raw_size = 0;
 	info->ep_attr->max_order_war_size = 0;
 	info->ep_attr->max_order_waw_size = 0;
-	info->ep_attr->mem_tag_format = 0;
+	info->ep_attr->mem_tag_format = !(caps & FI_TAGGED) ? 0 :
+		hints && hints->ep_attr && hints->ep_attr->mem_tag_format ?
+		hints->ep_attr->mem_tag_format : LAYER_MEM_TAG_FORMAT;
 	info->ep_attr->tx_ctx_cnt = 1;
 	info->ep_attr->rx_ctx_cnt = 1;
 

@@ -46,10 +46,13 @@ struct layer_settings {
 extern struct layer_settings layer_settings;
 
 /* Capabilities the endpoint implements; fi_getinfo never advertises more. */
-#define LAYER_EP_CAPS (FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | \
-		       FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define LAYER_EP_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | \
+		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
+/* All 64 tag bits take part in matching; reported when the hints give no format. */
+#define LAYER_MEM_TAG_FORMAT 0xAAAAAAAAAAAAAAAAULL
 #define LAYER_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
-#define LAYER_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+#define LAYER_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | \
+			   FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
 #define LAYER_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 /* Protocol header bytes in front of every eager payload (layer/proto.h checks it). */
 #define LAYER_HDR_SIZE 40

@@ -10,43 +10,12 @@
 #include "layer/av.h"
 
 #define LAYER_SENDMSG_FLAGS (FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_MORE | \
-			     FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+			     FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | \
+			     FI_FENCE)
 #define LAYER_RECVMSG_FLAGS (FI_COMPLETION | FI_MULTI_RECV | FI_MORE)
 
-static inline bool layer_iov_ok(const struct iovec *iov, size_t count)
-{
-	size_t i;
-
-	if (unlikely(count > LAYER_IOV_LIMIT || (count && !iov)))
-		return false;
-	for (i = 0; i < count; i++) {
-		if (unlikely(!iov[i].iov_base && iov[i].iov_len))
-			return false;
-	}
-	return true;
-}
-
-static inline size_t layer_iov_total(const struct iovec *iov, size_t count)
-{
-	size_t i, len = 0;
-
-	for (i = 0; i < count; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
-static inline uint64_t layer_tx_completion(const struct layer_ep *ep, uint64_t flags)
-{
-	return !ep->tx_selective || (flags & FI_COMPLETION) ? FI_COMPLETION : 0;
-}
-
-static inline uint64_t layer_rx_completion(const struct layer_ep *ep, uint64_t flags)
-{
-	return !ep->rx_selective || (flags & FI_COMPLETION) ? FI_COMPLETION : 0;
-}
-
-static ssize_t layer_send_common(struct layer_ep *ep, const struct iovec *iov, size_t count,
-				 fi_addr_t dest, uint64_t data, uint64_t flags, void *context)
+ssize_t layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count,
+		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags, void *context)
 {
 	ssize_t ret;
 
@@ -54,14 +23,15 @@ static ssize_t layer_send_common(struct layer_ep *ep, const struct iovec *iov, s
 		return -FI_EINVAL;
 	if (unlikely((flags & FI_INJECT) && layer_iov_total(iov, count) > LAYER_INJECT_SIZE))
 		return -FI_EMSGSIZE;
-	if (unlikely(!(ep->caps & FI_SEND)))
+	if (unlikely(!(ep->caps & FI_SEND) ||
+		     !(ep->caps & (flags & FI_TAGGED ? FI_TAGGED : FI_MSG))))
 		return -FI_EOPNOTSUPP;
 
 	util_lock_acquire(&ep->lock);
 	if (unlikely(!ep->is_enabled))
 		ret = -FI_EOPBADSTATE;
 	else
-		ret = layer_proto_send(ep, iov, count, dest, data, flags, context);
+		ret = layer_proto_send(ep, iov, count, dest, data, tag, flags, context);
 	util_lock_release(&ep->lock);
 	if (ret == -FI_EAGAIN)
 		layer_ep_progress(ep);
@@ -77,7 +47,7 @@ static ssize_t layer_recv_common(struct layer_ep *ep, const struct iovec *iov, s
 
 	if (unlikely(!layer_iov_ok(iov, count)))
 		return -FI_EINVAL;
-	if (unlikely(!(ep->caps & FI_RECV)))
+	if (unlikely(!(ep->caps & FI_RECV) || !(ep->caps & FI_MSG)))
 		return -FI_EOPNOTSUPP;
 	if (flags & FI_MULTI_RECV) {
 		if (!(ep->caps & FI_MULTI_RECV))
@@ -145,7 +115,7 @@ static ssize_t layer_send(struct fid_ep *ep_fid, const void *buf, size_t len, vo
 	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
 	uint64_t flags = ep->tx_op_flags & ~FI_REMOTE_CQ_DATA;
 
-	return layer_send_common(ep, &iov, 1, dest_addr, 0,
+	return layer_ep_send(ep, &iov, 1, dest_addr, 0, 0,
 				 flags | layer_tx_completion(ep, flags), context);
 }
 
@@ -155,7 +125,7 @@ static ssize_t layer_sendv(struct fid_ep *ep_fid, const struct iovec *iov, void 
 	struct layer_ep *ep = container_of(ep_fid, struct layer_ep, ep_fid);
 	uint64_t flags = ep->tx_op_flags & ~FI_REMOTE_CQ_DATA;
 
-	return layer_send_common(ep, iov, count, dest_addr, 0,
+	return layer_ep_send(ep, iov, count, dest_addr, 0, 0,
 				 flags | layer_tx_completion(ep, flags), context);
 }
 
@@ -167,7 +137,7 @@ static ssize_t layer_sendmsg(struct fid_ep *ep_fid, const struct fi_msg *msg, ui
 		return -FI_EINVAL;
 	if (unlikely(flags & ~LAYER_SENDMSG_FLAGS))
 		return -FI_EBADFLAGS;
-	return layer_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->data,
+	return layer_ep_send(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->data, 0,
 				 (flags & ~FI_COMPLETION) | layer_tx_completion(ep, flags),
 				 msg->context);
 }
@@ -179,7 +149,7 @@ static ssize_t layer_inject(struct fid_ep *ep_fid, const void *buf, size_t len,
 	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
 
 	/* fi_inject never generates a completion; counters still count it. */
-	return layer_send_common(ep, &iov, 1, dest_addr, 0, FI_INJECT, NULL);
+	return layer_ep_send(ep, &iov, 1, dest_addr, 0, 0, FI_INJECT, NULL);
 }
 
 static ssize_t layer_senddata(struct fid_ep *ep_fid, const void *buf, size_t len, void *desc,
@@ -189,7 +159,7 @@ static ssize_t layer_senddata(struct fid_ep *ep_fid, const void *buf, size_t len
 	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
 	uint64_t flags = ep->tx_op_flags | FI_REMOTE_CQ_DATA;
 
-	return layer_send_common(ep, &iov, 1, dest_addr, data,
+	return layer_ep_send(ep, &iov, 1, dest_addr, data, 0,
 				 flags | layer_tx_completion(ep, flags), context);
 }
 
@@ -199,7 +169,7 @@ static ssize_t layer_injectdata(struct fid_ep *ep_fid, const void *buf, size_t l
 	struct layer_ep *ep = container_of(ep_fid, struct layer_ep, ep_fid);
 	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
 
-	return layer_send_common(ep, &iov, 1, dest_addr, data, FI_INJECT | FI_REMOTE_CQ_DATA,
+	return layer_ep_send(ep, &iov, 1, dest_addr, data, 0, FI_INJECT | FI_REMOTE_CQ_DATA,
 				 NULL);
 }
 

@@ -1,11 +1,10 @@
 /*
- * Operation tables for what the endpoint does not offer (RMA, tagged, atomics): libfabric's
+ * Operation tables for what the endpoint does not offer (RMA, atomics): libfabric's
  * inline wrappers call through these tables unchecked, so every slot answers -FI_ENOSYS.
  */
 #include "config.h"
 
 #include <rdma/fi_rma.h>
-#include <rdma/fi_tagged.h>
 #include <rdma/fi_atomic.h>
 
 #include "layer/ep.h"
@@ -65,67 +64,6 @@ struct fi_ops_rma layer_no_rma_ops = {
 	.inject = nosys_rma_inject,
 	.writedata = nosys_rma_writedata,
 	.injectdata = nosys_rma_injectdata,
-};
-
-static ssize_t nosys_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
-			   fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc,
-			    size_t count, fi_addr_t src_addr, uint64_t tag, uint64_t ignore,
-			    void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_tmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			   fi_addr_t dest_addr, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
-			    size_t count, fi_addr_t dest_addr, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_tinject(struct fid_ep *ep, const void *buf, size_t len,
-			     fi_addr_t dest_addr, uint64_t tag)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			       uint64_t data, fi_addr_t dest_addr, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t nosys_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
-				 uint64_t data, fi_addr_t dest_addr, uint64_t tag)
-{
-	return -FI_ENOSYS;
-}
-
-struct fi_ops_tagged layer_no_tagged_ops = {
-	.size = sizeof(struct fi_ops_tagged),
-	.recv = nosys_trecv,
-	.recvv = nosys_trecvv,
-	.recvmsg = nosys_tmsg,
-	.send = nosys_tsend,
-	.sendv = nosys_tsendv,
-	.sendmsg = nosys_tmsg,
-	.inject = nosys_tinject,
-	.senddata = nosys_tsenddata,
-	.injectdata = nosys_tinjectdata,
 };
 
 static ssize_t nosys_atomic_write(struct fid_ep *ep, const void *buf, size_t count,

@@ -79,6 +79,8 @@ static struct layer_tx *layer_tx_alloc(struct layer_ep *ep, bool is_ctrl)
 	tx->type = LAYER_CTX_TX;
 	tx->is_ctrl = is_ctrl;
 	tx->is_acked = false;
+	tx->wants_ack = false;
+	tx->is_active = false;
 	tx->mr_cnt = 0;
 	tx->bounce = NULL;
 	util_dlist_init(&tx->link);
@@ -122,10 +124,33 @@ void layer_ep_write_tx_comp(struct layer_ep *ep, void *context, uint64_t flags, 
 		util_cntr_inc(&ep->send_cntr->util);
 }
 
+/* Starts the sends an FI_FENCE held once nothing sent before the fence is active. */
+static void layer_proto_release_fenced(struct layer_conn *conn)
+{
+	struct layer_tx *tx;
+
+	while (!util_dlist_empty(&conn->fenced_tx)) {
+		tx = container_of(conn->fenced_tx.next, struct layer_tx, link);
+		if ((tx->flags & FI_FENCE) && conn->tx_active)
+			return;
+		util_dlist_remove(&tx->link);
+		tx->is_active = true;
+		conn->tx_active++;
+		layer_proto_post_tx(conn, tx);
+	}
+}
+
 void layer_proto_complete_tx(struct layer_ep *ep, struct layer_tx *tx, int err)
 {
+	struct layer_conn *conn = tx->conn;
+
 	if (!tx->is_ctrl)
 		layer_ep_write_tx_comp(ep, tx->context, tx->cq_flags, tx->len, err);
+	if (tx->is_active) {
+		conn->tx_active--;
+		if (!conn->tx_active && conn->state != LAYER_CONN_CLOSED)
+			layer_proto_release_fenced(conn);
+	}
 	layer_proto_free_tx(ep, tx);
 }
 
@@ -183,7 +208,8 @@ void layer_proto_flush_pending(struct layer_conn *conn)
 }
 
 ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
-			 fi_addr_t dest, uint64_t data, uint64_t flags, void *context)
+			 fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
+			 void *context)
 {
 	uint8_t addr[sizeof(struct sockaddr_in6)];
 	struct layer_conn *conn;
@@ -208,15 +234,24 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 
 	tx->context = context;
 	tx->flags = flags;
-	tx->cq_flags = FI_SEND | FI_MSG | (flags & FI_COMPLETION);
+	tx->cq_flags = FI_SEND | (flags & FI_TAGGED ? FI_TAGGED : FI_MSG) |
+		       (flags & FI_COMPLETION);
 	tx->len = len;
 	tx->hdr = (struct layer_hdr) {
 		.version = LAYER_PROTO_VERSION,
 		.op = LAYER_OP_EAGER,
-		.flags = flags & FI_REMOTE_CQ_DATA ? LAYER_HDR_CQ_DATA : 0,
+		.flags = (flags & FI_REMOTE_CQ_DATA ? LAYER_HDR_CQ_DATA : 0) |
+			 (flags & FI_TAGGED ? LAYER_HDR_TAGGED : 0),
 		.size = len,
+		.tag = tag,
 		.data = data,
 	};
+	/* The target acknowledges once the message is matched and placed (or discarded). */
+	if (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)) {
+		tx->wants_ack = true;
+		tx->hdr.flags |= LAYER_HDR_ACK_REQ;
+		tx->hdr.msg_id = ep->next_msg_id++;
+	}
 
 	if (len <= LAYER_INJECT_SIZE) {
 		layer_copy_from_iov(tx->inline_data, iov, iov_cnt);
@@ -250,6 +285,15 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 			return ret;
 		}
 	}
+	tx->conn = conn;
+	if (unlikely(!util_dlist_empty(&conn->fenced_tx) ||
+		     ((flags & FI_FENCE) && conn->tx_active))) {
+		/* Behind a fence: starts when everything sent before it has completed. */
+		util_dlist_insert_tail(&tx->link, &conn->fenced_tx);
+		return 0;
+	}
+	tx->is_active = true;
+	conn->tx_active++;
 	layer_proto_post_tx(conn, tx);
 	return 0;
 }
@@ -292,6 +336,7 @@ void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, 
 			.len = len,
 			.buf = buf,
 			.data = data,
+			.tag = cq_flags & FI_TAGGED ? rx->tag : 0,
 			.olen = olen,
 			.err = err,
 			.prov_errno = -err,
@@ -303,7 +348,8 @@ void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, 
 		return;
 	}
 	if ((rx->flags & FI_COMPLETION) && ep->rx_cq)
-		util_cq_write(&ep->rx_cq->util, rx->context, cq_flags, len, buf, data, 0, src);
+		util_cq_write(&ep->rx_cq->util, rx->context, cq_flags, len, buf, data,
+			      cq_flags & FI_TAGGED ? rx->tag : 0, src);
 	if (ep->recv_cntr)
 		util_cntr_inc(&ep->recv_cntr->util);
 }
@@ -320,7 +366,7 @@ void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx)
 }
 
 /* Returns a bounce buffer to its connection, or to the pool when that is gone. */
-static void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
+void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
 	struct layer_conn *conn = buf->conn;
 
@@ -335,11 +381,10 @@ static void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf
  * and stays posted until less than min_multi_recv remains. Returns true when rx was
  * consumed (no longer posted).
  */
-static bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx,
-				struct layer_rx_buf *buf)
+bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx, struct layer_rx_buf *buf)
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
-	uint64_t cq_flags = FI_RECV | FI_MSG;
+	uint64_t cq_flags = FI_RECV | (hdr->flags & LAYER_HDR_TAGGED ? FI_TAGGED : FI_MSG);
 	uint64_t data = 0;
 	size_t offset = 0, space = rx->len, copied;
 	bool is_multi = rx->flags & FI_MULTI_RECV;
@@ -350,6 +395,7 @@ static bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx,
 		cq_flags |= FI_REMOTE_CQ_DATA;
 		data = hdr->data;
 	}
+	rx->tag = hdr->tag;
 	if (is_multi) {
 		offset = rx->mrecv_used;
 		space = rx->len - offset;
@@ -372,6 +418,8 @@ static bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx,
 
 	copied = layer_copy_to_iov(rx->iov, rx->iov_cnt, offset, buf->data + sizeof(*hdr),
 				   UTIL_MIN(hdr->size, space));
+	if (hdr->flags & LAYER_HDR_ACK_REQ && buf->conn && buf->conn->state != LAYER_CONN_CLOSED)
+		layer_proto_send_ctrl(ep, buf->conn, LAYER_OP_ACK, hdr->msg_id);
 	if (copied < hdr->size)
 		layer_proto_report_rx(ep, rx, dst, copied, cq_flags, data, buf->src_addr,
 				      FI_ETRUNC, hdr->size - copied);
@@ -402,7 +450,8 @@ static bool layer_proto_hdr_ok(const struct layer_rx_buf *buf)
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 
-	if (buf->len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION)
+	if (buf->len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION ||
+	    (hdr->flags & ~LAYER_HDR_FLAGS))
 		return false;
 	switch (hdr->op) {
 	case LAYER_OP_EAGER:
@@ -442,6 +491,10 @@ static void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf
 
 	buf->src_addr = ep->av ? layer_av_find(ep->av, conn->peer_addr, ep->addrlen) :
 				 FI_ADDR_NOTAVAIL;
+	if (hdr->flags & LAYER_HDR_TAGGED) {
+		layer_tagged_arrive(ep, buf);
+		return;
+	}
 	util_dlist_foreach(&ep->posted_rx, item) {
 		rx = container_of(item, struct layer_rx, link);
 		if (!layer_rx_matches(rx, buf->src_addr))
@@ -453,28 +506,42 @@ static void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf
 
 	/* Unexpected: keep the buffer until a receive matches, give the core another. */
 	util_dlist_insert_tail(&buf->link, &ep->unexp_msgs);
-	if (conn->state != LAYER_CONN_CLOSED && conn->core_ep) {
-		struct layer_rx_buf *spare = util_bufpool_get(&ep->buf_pool);
-
-		if (spare && layer_conn_post_buf(conn, spare))
-			util_bufpool_put(&ep->buf_pool, spare);
-	}
+	layer_proto_replace_buf(ep, conn);
 }
 
-ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
-			 fi_addr_t src, uint64_t flags, void *context)
+void layer_proto_replace_buf(struct layer_ep *ep, struct layer_conn *conn)
 {
-	struct util_dlist *item, *tmp;
-	struct layer_rx_buf *buf;
+	struct layer_rx_buf *spare;
+
+	if (conn->state == LAYER_CONN_CLOSED || !conn->core_ep)
+		return;
+	spare = util_bufpool_get(&ep->buf_pool);
+	if (spare && layer_conn_post_buf(conn, spare))
+		util_bufpool_put(&ep->buf_pool, spare);
+}
+
+void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+
+	/* The sender of a rendezvous or acknowledged message waits for this answer. */
+	if ((hdr->op == LAYER_OP_RTS || (hdr->flags & LAYER_HDR_ACK_REQ)) && buf->conn &&
+	    buf->conn->state != LAYER_CONN_CLOSED)
+		layer_proto_send_ctrl(ep, buf->conn, LAYER_OP_ACK, hdr->msg_id);
+	layer_proto_repost_buf(ep, buf);
+}
+
+struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t flags,
+				const struct iovec *iov, size_t iov_cnt, fi_addr_t src)
+{
 	struct layer_rx *rx;
-	bool is_released;
 	size_t i;
 
 	if (ep->rx_used >= ep->rx_size)
-		return -FI_EAGAIN;
+		return NULL;
 	rx = util_bufpool_get(&ep->rx_pool);
 	if (!rx)
-		return -FI_EAGAIN;
+		return NULL;
 	ep->rx_used++;
 	rx->type = LAYER_CTX_RX_BUF;
 	rx->context = context;
@@ -485,7 +552,22 @@ ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t io
 		rx->iov[i] = iov[i];
 	rx->len = layer_iov_len(iov, iov_cnt);
 	rx->mrecv_used = 0;
+	rx->tag = 0;
 	util_dlist_init(&rx->link);
+	return rx;
+}
+
+ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
+			 fi_addr_t src, uint64_t flags, void *context)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_rx_buf *buf;
+	struct layer_rx *rx;
+	bool is_released;
+
+	rx = layer_rx_alloc(ep, context, flags, iov, iov_cnt, src);
+	if (!rx)
+		return -FI_EAGAIN;
 
 	util_dlist_foreach_safe(&ep->unexp_msgs, item, tmp) {
 		buf = container_of(item, struct layer_rx_buf, link);
@@ -529,7 +611,7 @@ void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *
 	case LAYER_CTX_TX:
 		tx = comp->op_context;
 		util_dlist_remove(&tx->link);
-		if (tx->hdr.op == LAYER_OP_RTS)
+		if (tx->wants_ack)
 			layer_rndv_tx_sent(ep, tx);
 		else
 			layer_proto_complete_tx(ep, tx, 0);

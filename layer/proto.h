@@ -30,6 +30,9 @@ const char *layer_op_str(unsigned op);
 
 /* Header flags. */
 #define LAYER_HDR_CQ_DATA (1u << 0) /* data holds remote CQ data */
+#define LAYER_HDR_TAGGED  (1u << 1) /* a tagged message: tag is valid */
+#define LAYER_HDR_ACK_REQ (1u << 2) /* eager: acknowledge with msg_id once delivered */
+#define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */
@@ -37,9 +40,9 @@ struct layer_hdr {
 	uint16_t flags;     /* LAYER_HDR_* */
 	uint32_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size */
-	uint64_t tag;       /* reserved for tagged messages */
+	uint64_t tag;       /* tagged messages: the tag */
 	uint64_t data;      /* remote CQ data */
-	uint64_t msg_id;    /* RTS/ACK: the sender's id of the message */
+	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of it */
 };
 
 _Static_assert(sizeof(struct layer_hdr) == LAYER_HDR_SIZE, "wire header size");

@@ -36,7 +36,11 @@ int layer_rndv_prepare_tx(struct layer_ep *ep, struct layer_tx *tx,
 	}
 	tx->hdr.op = LAYER_OP_RTS;
 	tx->hdr.seg_cnt = (uint32_t) n;
-	tx->hdr.msg_id = ep->next_msg_id++;
+	/* A rendezvous message is acknowledged anyway, once pulled: no eager ACK request. */
+	tx->hdr.flags &= ~LAYER_HDR_ACK_REQ;
+	if (!tx->wants_ack)
+		tx->hdr.msg_id = ep->next_msg_id++;
+	tx->wants_ack = true;
 	tx->iov[0].iov_base = &tx->hdr;
 	tx->iov[0].iov_len = sizeof(tx->hdr) + n * sizeof(struct layer_rts_seg);
 	tx->iov_cnt = 1;
@@ -59,7 +63,7 @@ static struct layer_tx *layer_rndv_find(struct util_dlist *list, uint64_t msg_id
 
 	util_dlist_foreach(list, item) {
 		tx = container_of(item, struct layer_tx, link);
-		if (!tx->is_ctrl && tx->hdr.op == LAYER_OP_RTS && tx->hdr.msg_id == msg_id)
+		if (tx->wants_ack && tx->hdr.msg_id == msg_id)
 			return tx;
 	}
 	return NULL;
