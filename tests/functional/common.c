@@ -57,11 +57,11 @@ static void lt_on_alarm(int sig)
 	char line[256];
 	int n;
 
-	(void)sig;
+	(void) sig;
 	n = snprintf(line, sizeof(line),
 		     "FAIL %s: hang guard fired after %d s\n%u passed, %u failed\n", lt_prog,
 		     LT_HANG_GUARD_S, lt_pass_count, lt_fail_count + 1);
-	if (n > 0 && write(STDOUT_FILENO, line, (size_t)n) < 0)
+	if (n > 0 && write(STDOUT_FILENO, line, (size_t) n) < 0)
 		n = 0;
 	lt_kill_children();
 	_exit(1);
@@ -113,7 +113,7 @@ bool lt_check_at(bool ok, const char *file, int line, const char *fmt, ...)
 static const char *lt_ret_str(long v, char *buf, size_t len)
 {
 	if (v < 0 && v > -1000)
-		snprintf(buf, len, "%ld (%s)", v, fi_strerror((int)-v));
+		snprintf(buf, len, "%ld (%s)", v, fi_strerror((int) -v));
 	else
 		snprintf(buf, len, "%ld", v);
 	return buf;
@@ -173,12 +173,12 @@ uint64_t lt_now_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
 void lt_sleep_ms(unsigned ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -206,7 +206,7 @@ const char *lt_prov_reversed(void)
 
 	if (!semi)
 		return p;
-	snprintf(buf, sizeof(buf), "%s;%.*s", semi + 1, (int)(semi - p), p);
+	snprintf(buf, sizeof(buf), "%s;%.*s", semi + 1, (int) (semi - p), p);
 	return buf;
 }
 
@@ -307,11 +307,11 @@ static void lt_cq_poll(struct lt_cq *cq)
 			continue;
 		}
 		if (ret == -FI_EAVAIL) {
-			struct fi_cq_err_entry err = { 0 };
+			struct fi_cq_err_entry err = {0};
 
 			ret = fi_cq_readerr(cq->cq, &err, 0);
 			if (ret != 1) {
-				cq->last_ret = (int)ret;
+				cq->last_ret = (int) ret;
 				return;
 			}
 			c = (struct lt_comp){
@@ -330,7 +330,7 @@ static void lt_cq_poll(struct lt_cq *cq)
 			continue;
 		}
 		if (ret != -FI_EAGAIN)
-			cq->last_ret = (int)ret;
+			cq->last_ret = (int) ret;
 		return;
 	}
 }
@@ -381,7 +381,7 @@ void lt_progress(void)
 
 int lt_cq_wait(struct lt_cq *cq, size_t n, int timeout_ms)
 {
-	uint64_t deadline = lt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = lt_now_ms() + (uint64_t) timeout_ms;
 
 	for (;;) {
 		if (cq->count >= n)
@@ -414,7 +414,7 @@ bool lt_cq_next(struct lt_cq *cq, struct lt_comp *comp, int timeout_ms)
 
 size_t lt_cq_quiet(struct lt_cq *cq, int ms)
 {
-	uint64_t deadline = lt_now_ms() + (uint64_t)ms;
+	uint64_t deadline = lt_now_ms() + (uint64_t) ms;
 
 	while (lt_now_ms() < deadline) {
 		lt_progress();
@@ -466,7 +466,7 @@ int lt_ep_enable(struct lt_ep *ep)
 int lt_ep_open(struct lt_dom *dom, const struct lt_ep_opts *opts, struct lt_ep *ep)
 {
 	static const struct lt_ep_opts no_opts;
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	bool use_from = (dom->info->caps & FI_SOURCE) != 0;
 	int ret;
 
@@ -597,7 +597,7 @@ size_t lt_verify(const void *buf, size_t len, uint64_t seed)
 
 		w = lt_word(i, seed);
 		if (memcmp(p + i * 8, &w, n)) {
-			const unsigned char *b = (const unsigned char *)&w;
+			const unsigned char *b = (const unsigned char *) &w;
 
 			for (size_t j = 0; j < n; j++) {
 				if (p[i * 8 + j] != b[j])
@@ -639,7 +639,7 @@ int lt_child_spawn(const char *role, struct lt_child *child)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		snprintf(rfd, sizeof(rfd), "%d", r);
 		snprintf(wfd, sizeof(wfd), "%d", w);
-		execl("/proc/self/exe", lt_prog, "--lt-child", role, rfd, wfd, (char *)NULL);
+		execl("/proc/self/exe", lt_prog, "--lt-child", role, rfd, wfd, (char *) NULL);
 		_exit(127);
 	}
 	close(p2c[0]);
@@ -666,7 +666,7 @@ const char *lt_child_role(int argc, char **argv, int *rfd, int *wfd)
 
 int lt_child_reap(struct lt_child *child, int timeout_ms, bool kill_first)
 {
-	uint64_t deadline = lt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = lt_now_ms() + (uint64_t) timeout_ms;
 	int status = -1;
 	pid_t ret;
 
@@ -708,7 +708,7 @@ static int lt_write_all(int fd, const void *buf, size_t len)
 		if (n <= 0)
 			return -FI_EIO;
 		p += n;
-		len -= (size_t)n;
+		len -= (size_t) n;
 	}
 	return 0;
 }
@@ -718,13 +718,13 @@ static int lt_read_all(int fd, void *buf, size_t len, uint64_t deadline)
 	char *p = buf;
 
 	while (len) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = (int64_t)deadline - (int64_t)lt_now_ms();
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		int64_t left = (int64_t) deadline - (int64_t) lt_now_ms();
 		ssize_t n;
 
 		if (left <= 0)
 			return -FI_ETIMEDOUT;
-		n = poll(&pfd, 1, (int)left);
+		n = poll(&pfd, 1, (int) left);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0)
@@ -735,14 +735,14 @@ static int lt_read_all(int fd, void *buf, size_t len, uint64_t deadline)
 		if (n <= 0)
 			return -FI_EIO;
 		p += n;
-		len -= (size_t)n;
+		len -= (size_t) n;
 	}
 	return 0;
 }
 
 int lt_pipe_send(int fd, const void *buf, size_t len)
 {
-	uint32_t n = (uint32_t)len;
+	uint32_t n = (uint32_t) len;
 	int ret;
 
 	ret = lt_write_all(fd, &n, sizeof(n));
@@ -751,7 +751,7 @@ int lt_pipe_send(int fd, const void *buf, size_t len)
 
 ssize_t lt_pipe_recv(int fd, void *buf, size_t max, int timeout_ms)
 {
-	uint64_t deadline = lt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = lt_now_ms() + (uint64_t) timeout_ms;
 	uint32_t n;
 	int ret;
 
@@ -761,7 +761,7 @@ ssize_t lt_pipe_recv(int fd, void *buf, size_t max, int timeout_ms)
 	if (n > max)
 		return -FI_ETOOSMALL;
 	ret = lt_read_all(fd, buf, n, deadline);
-	return ret ? ret : (ssize_t)n;
+	return ret ? ret : (ssize_t) n;
 }
 
 /*
@@ -776,15 +776,17 @@ static void lt_describe_death(bool hung, int status, int timeout_ms, char *buf, 
 		snprintf(buf, len, "crashed with signal %d (%s)", WTERMSIG(status),
 			 strsignal(WTERMSIG(status)));
 	else if (status != -1 && WIFEXITED(status))
-		snprintf(buf, len, "died with exit status %d (a crash caught by libfabric's "
-			 "handler)", WEXITSTATUS(status));
+		snprintf(buf, len,
+			 "died with exit status %d (a crash caught by libfabric's "
+			 "handler)",
+			 WEXITSTATUS(status));
 	else
 		snprintf(buf, len, "died");
 }
 
 int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret)
 {
-	struct lt_child child = { .to_child = -1 };
+	struct lt_child child = {.to_child = -1};
 	int fds[2], status, rret;
 	long value;
 	pid_t pid;
@@ -814,7 +816,7 @@ int lt_guarded(long (*fn)(void *), void *arg, int timeout_ms, long *ret)
 	lt_child_track(pid, true);
 	child.pid = pid;
 	child.from_child = fds[0];
-	rret = lt_read_all(fds[0], &value, sizeof(value), lt_now_ms() + (uint64_t)timeout_ms);
+	rret = lt_read_all(fds[0], &value, sizeof(value), lt_now_ms() + (uint64_t) timeout_ms);
 	if (rret == 0) {
 		lt_child_reap(&child, timeout_ms, false);
 		*ret = value;
@@ -837,8 +839,10 @@ const char *lt_guarded_str(int status, long ret, char *buf, size_t len)
 	if (status > 0)
 		snprintf(buf, len, "crashed with signal %d (%s)", status, strsignal(status));
 	else if (status == -2)
-		snprintf(buf, len, "died with exit status %ld (a crash caught by libfabric's "
-			 "handler)", ret);
+		snprintf(buf, len,
+			 "died with exit status %ld (a crash caught by libfabric's "
+			 "handler)",
+			 ret);
 	else
 		snprintf(buf, len, "hung (killed)");
 	return buf;
@@ -846,7 +850,7 @@ const char *lt_guarded_str(int status, long ret, char *buf, size_t len)
 
 int lt_isolated(const char *name, void (*fn)(void *), void *arg, int timeout_ms)
 {
-	struct lt_child child = { .to_child = -1 };
+	struct lt_child child = {.to_child = -1};
 	unsigned counts[2];
 	char why[128];
 	int fds[2], status, ret;
@@ -881,7 +885,7 @@ int lt_isolated(const char *name, void (*fn)(void *), void *arg, int timeout_ms)
 	lt_child_track(pid, true);
 	child.pid = pid;
 	child.from_child = fds[0];
-	ret = lt_read_all(fds[0], counts, sizeof(counts), lt_now_ms() + (uint64_t)timeout_ms);
+	ret = lt_read_all(fds[0], counts, sizeof(counts), lt_now_ms() + (uint64_t) timeout_ms);
 	if (ret == 0) {
 		lt_child_reap(&child, timeout_ms, false);
 		lt_pass_count += counts[0];

@@ -43,8 +43,8 @@ bool lt_check_at(bool ok, const char *file, int line, const char *fmt, ...)
  */
 bool lt_check_ret_at(long got, long want, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-#define LT_CHECK_RET(got, want, ...) lt_check_ret_at((long)(got), (long)(want), __FILE__, \
-						    __LINE__, __VA_ARGS__)
+#define LT_CHECK_RET(got, want, ...)                                                               \
+	lt_check_ret_at((long) (got), (long) (want), __FILE__, __LINE__, __VA_ARGS__)
 /* A detail for the reader, not a check ("# ..."). */
 void lt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints the closing line and returns the exit status (0 all passed, 1 otherwise). */
@@ -87,17 +87,17 @@ struct lt_comp {
 	void *buf;
 	uint64_t data;
 	uint64_t tag;
-	fi_addr_t src;	/* from fi_cq_readfrom; FI_ADDR_NOTAVAIL when not read with it */
-	int err;	/* 0 for a successful completion, else the error entry's positive err */
+	fi_addr_t src; /* from fi_cq_readfrom; FI_ADDR_NOTAVAIL when not read with it */
+	int err;       /* 0 for a successful completion, else the error entry's positive err */
 	int prov_errno;
 	size_t olen;
 };
 
 struct lt_cq {
 	struct fid_cq *cq;
-	bool use_from;		/* read with fi_cq_readfrom (endpoint has FI_SOURCE) */
-	int last_ret;		/* last unexpected negative return of a read (0 if none) */
-	struct lt_comp *q;	/* completions read but not yet taken */
+	bool use_from;	   /* read with fi_cq_readfrom (endpoint has FI_SOURCE) */
+	int last_ret;	   /* last unexpected negative return of a read (0 if none) */
+	struct lt_comp *q; /* completions read but not yet taken */
 	size_t head, count, cap;
 };
 
@@ -123,10 +123,10 @@ size_t lt_cq_quiet(struct lt_cq *cq, int ms);
 
 /* Options for lt_ep_open; zero means the default. */
 struct lt_ep_opts {
-	uint64_t tx_bind_flags;	 /* added to FI_TRANSMIT when binding the tx CQ */
-	uint64_t rx_bind_flags;	 /* added to FI_RECV when binding the rx CQ */
-	bool no_enable;		 /* leave the endpoint not enabled */
-	size_t min_multi_recv;	 /* if set, FI_OPT_MIN_MULTI_RECV before enabling */
+	uint64_t tx_bind_flags; /* added to FI_TRANSMIT when binding the tx CQ */
+	uint64_t rx_bind_flags; /* added to FI_RECV when binding the rx CQ */
+	bool no_enable;		/* leave the endpoint not enabled */
+	size_t min_multi_recv;	/* if set, FI_OPT_MIN_MULTI_RECV before enabling */
 };
 
 /* A fabric and domain shared by the endpoints of one test. */
@@ -165,17 +165,17 @@ ssize_t lt_send(struct lt_ep *ep, const void *buf, size_t len, fi_addr_t dest, v
  * Evaluates a posting call (fi_sendmsg, fi_inject...) again while it returns -FI_EAGAIN,
  * progressing every registered CQ in between, for at most LT_TIMEOUT_MS. Gives the last return.
  */
-#define LT_RETRY(call)                                                        \
-	({                                                                    \
-		uint64_t lt_deadline_ = lt_now_ms() + LT_TIMEOUT_MS;          \
-		ssize_t lt_ret_;                                              \
-		for (;;) {                                                    \
-			lt_ret_ = (call);                                     \
-			if (lt_ret_ != -FI_EAGAIN || lt_now_ms() > lt_deadline_) \
-				break;                                        \
-			lt_progress();                                        \
-		}                                                             \
-		lt_ret_;                                                      \
+#define LT_RETRY(call)                                                                             \
+	({                                                                                         \
+		uint64_t lt_deadline_ = lt_now_ms() + LT_TIMEOUT_MS;                               \
+		ssize_t lt_ret_;                                                                   \
+		for (;;) {                                                                         \
+			lt_ret_ = (call);                                                          \
+			if (lt_ret_ != -FI_EAGAIN || lt_now_ms() > lt_deadline_)                   \
+				break;                                                             \
+			lt_progress();                                                             \
+		}                                                                                  \
+		lt_ret_;                                                                           \
 	})
 /* Posts one receive, retrying -FI_EAGAIN while progressing (bounded). */
 ssize_t lt_recv(struct lt_ep *ep, void *buf, size_t len, fi_addr_t src, void *ctx);
@@ -196,8 +196,8 @@ size_t lt_verify(const void *buf, size_t len, uint64_t seed);
  */
 struct lt_child {
 	pid_t pid;
-	int to_child;	 /* parent writes */
-	int from_child;	 /* parent reads */
+	int to_child;	/* parent writes */
+	int from_child; /* parent reads */
 };
 
 /* Starts a child; its main sees argv[1] == "--lt-child", argv[2] == role. */

@@ -74,7 +74,7 @@ static void expect(const char *what, long (*fn)(void *), long want)
 	if (want)
 		LT_CHECK(status == 0 && ret == want && !broke,
 			 "%s: returns %ld (%s), endpoints still work (got %s%s)", what, want,
-			 fi_strerror((int)-want), got, broke ? ", endpoints broken" : "");
+			 fi_strerror((int) -want), got, broke ? ", endpoints broken" : "");
 	else
 		LT_CHECK(status == 0 && ret < 0 && ret != -FI_EAGAIN && !broke,
 			 "%s: returns a negative error, endpoints still work (got %s%s)", what, got,
@@ -116,7 +116,7 @@ static long sendv_too_many(void *arg)
 	struct iovec *iov = calloc(n, sizeof(*iov));
 
 	for (size_t i = 0; iov && i < n; i++)
-		iov[i] = (struct iovec){ .iov_base = buf + i, .iov_len = 1 };
+		iov[i] = (struct iovec){.iov_base = buf + i, .iov_len = 1};
 	return iov ? fi_sendv(a.ep, iov, NULL, n, a_to_b, &ctx) : -FI_ENOMEM;
 }
 
@@ -126,7 +126,7 @@ static long recvv_too_many(void *arg)
 	struct iovec *iov = calloc(n, sizeof(*iov));
 
 	for (size_t i = 0; iov && i < n; i++)
-		iov[i] = (struct iovec){ .iov_base = buf + i, .iov_len = 1 };
+		iov[i] = (struct iovec){.iov_base = buf + i, .iov_len = 1};
 	return iov ? fi_recvv(b.ep, iov, NULL, n, FI_ADDR_UNSPEC, &ctx) : -FI_ENOMEM;
 }
 
@@ -134,10 +134,10 @@ static long sendmsg_too_many(void *arg)
 {
 	size_t n = info->tx_attr->iov_limit + 1;
 	struct iovec *iov = calloc(n, sizeof(*iov));
-	struct fi_msg msg = { .msg_iov = iov, .iov_count = n, .addr = a_to_b, .context = &ctx };
+	struct fi_msg msg = {.msg_iov = iov, .iov_count = n, .addr = a_to_b, .context = &ctx};
 
 	for (size_t i = 0; iov && i < n; i++)
-		iov[i] = (struct iovec){ .iov_base = buf + i, .iov_len = 1 };
+		iov[i] = (struct iovec){.iov_base = buf + i, .iov_len = 1};
 	return iov ? fi_sendmsg(a.ep, &msg, 0) : -FI_ENOMEM;
 }
 
@@ -153,8 +153,8 @@ static long injectdata_too_big(void *arg)
 
 static long sendmsg_inject_too_big(void *arg)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = info->tx_attr->inject_size + 1 };
-	struct fi_msg msg = { .msg_iov = &iov, .iov_count = 1, .addr = a_to_b, .context = &ctx };
+	struct iovec iov = {.iov_base = buf, .iov_len = info->tx_attr->inject_size + 1};
+	struct fi_msg msg = {.msg_iov = &iov, .iov_count = 1, .addr = a_to_b, .context = &ctx};
 
 	return fi_sendmsg(a.ep, &msg, FI_INJECT);
 }
@@ -199,7 +199,7 @@ static long send_no_tx_cq(void *arg)
 
 	if (ret)
 		return ret;
-	(void)fi_recv(ep_rx_only, buf, 16, NULL, FI_ADDR_UNSPEC, &rctx);
+	(void) fi_recv(ep_rx_only, buf, 16, NULL, FI_ADDR_UNSPEC, &rctx);
 	return fi_send(ep_rx_only, buf, 16, NULL, 0, &ctx);
 }
 
@@ -271,7 +271,7 @@ static long getname_null(void *arg)
 
 static long cq_bad_format(void *arg)
 {
-	struct fi_cq_attr attr = { .format = (enum fi_cq_format)99 };
+	struct fi_cq_attr attr = {.format = (enum fi_cq_format) 99};
 	struct fid_cq *cq;
 
 	return fi_cq_open(dom.domain, &attr, &cq, NULL);
@@ -279,8 +279,8 @@ static long cq_bad_format(void *arg)
 
 static long cq_bad_wait(void *arg)
 {
-	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_CONTEXT,
-				   .wait_obj = (enum fi_wait_obj)99 };
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				  .wait_obj = (enum fi_wait_obj) 99};
 	struct fid_cq *cq;
 
 	return fi_cq_open(dom.domain, &attr, &cq, NULL);
@@ -288,7 +288,7 @@ static long cq_bad_wait(void *arg)
 
 static long cq_bad_flags(void *arg)
 {
-	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_CONTEXT, .flags = FI_MULTI_RECV };
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_CONTEXT, .flags = FI_MULTI_RECV};
 	struct fid_cq *cq;
 
 	return fi_cq_open(dom.domain, &attr, &cq, NULL);
@@ -297,7 +297,7 @@ static long cq_bad_flags(void *arg)
 /* fi_cntr(3): flags "are reserved for future use, and must be set to 0". */
 static long cntr_bad_flags(void *arg)
 {
-	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP, .flags = 1ULL << 40 };
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .flags = 1ULL << 40};
 	struct fid_cntr *cntr;
 
 	return fi_cntr_open(dom.domain, &attr, &cntr, NULL);
@@ -305,7 +305,7 @@ static long cntr_bad_flags(void *arg)
 
 static long cntr_bad_events(void *arg)
 {
-	struct fi_cntr_attr attr = { .events = (enum fi_cntr_events)99 };
+	struct fi_cntr_attr attr = {.events = (enum fi_cntr_events) 99};
 	struct fid_cntr *cntr;
 
 	return fi_cntr_open(dom.domain, &attr, &cntr, NULL);
@@ -365,7 +365,7 @@ static long cntr_wait_none_wait(void *arg)
 static void test_null_allowed(void)
 {
 	struct fi_context2 sctx, rctx;
-	struct fi_msg smsg = { .msg_iov = NULL, .iov_count = 0, .addr = a_to_b, .context = &sctx };
+	struct fi_msg smsg = {.msg_iov = NULL, .iov_count = 0, .addr = a_to_b, .context = &sctx};
 	struct lt_comp comp;
 	ssize_t ret;
 
@@ -373,7 +373,8 @@ static void test_null_allowed(void)
 		     "NULL buffer, length 0: fi_recv");
 	LT_CHECK_RET(lt_send(&a, NULL, 0, a_to_b, &sctx), 0, "NULL buffer, length 0: fi_send");
 	LT_CHECK(lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS) && !comp.err && comp.len == 0 &&
-		 comp.op_context == &rctx, "NULL buffer, length 0: the empty message arrives");
+			 comp.op_context == &rctx,
+		 "NULL buffer, length 0: the empty message arrives");
 	LT_CHECK(lt_cq_next(&a.tx, &comp, LT_TIMEOUT_MS) && !comp.err,
 		 "NULL buffer, length 0: the send completes");
 
@@ -397,8 +398,8 @@ static bool exchange(void)
 	if (lt_recv(&b, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx) ||
 	    lt_send(&a, msg, sizeof(msg), a_to_b, &sctx))
 		return false;
-	ok = lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS) && !comp.err &&
-	     comp.op_context == &rctx && !strcmp(rbuf, msg);
+	ok = lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS) && !comp.err && comp.op_context == &rctx &&
+	     !strcmp(rbuf, msg);
 	ok &= lt_cq_next(&a.tx, &comp, LT_TIMEOUT_MS) && !comp.err && comp.op_context == &sctx;
 	return ok;
 }
@@ -437,9 +438,9 @@ static void close_half_done(const char *what, struct fid_ep *ep)
 
 static int setup(void)
 {
-	struct fi_cq_attr none = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
-	struct fi_cntr_attr cnone = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE };
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_cq_attr none = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
+	struct fi_cntr_attr cnone = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	fi_addr_t b_to_a;
 	int ret;
 
@@ -501,7 +502,7 @@ int main(int argc, char **argv)
 	struct fi_info *hints;
 	int ret;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 	hints = lt_hints(FI_MSG);
 	info = lt_getinfo_or_skip(hints);

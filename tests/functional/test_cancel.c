@@ -29,8 +29,8 @@ static void check_not_pending(void *ctx, const char *what)
 	int ret = fi_cancel(&b.ep->fid, ctx);
 
 	/* fi_endpoint(3): 0 means "submitted"; nothing is found, so nothing may complete. */
-	LT_CHECK(ret == 0 || ret == -FI_ENOENT, "%s: fi_cancel returns 0 or -FI_ENOENT (%d)",
-		 what, ret);
+	LT_CHECK(ret == 0 || ret == -FI_ENOENT, "%s: fi_cancel returns 0 or -FI_ENOENT (%d)", what,
+		 ret);
 	if (lt_is_layer())
 		LT_CHECK_RET(ret, -FI_ENOENT, "%s: ofi_layer returns -FI_ENOENT", what);
 	else
@@ -51,11 +51,12 @@ static void test_cancel_posted(void)
 	ret = fi_cancel(&b.ep->fid, &rctx);
 	LT_CHECK_RET(ret, 0, "posted: fi_cancel of a posted receive");
 	if (lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS)) {
-		LT_CHECK(comp.err == FI_ECANCELED && comp.op_context == &rctx,
-			 "posted: error completion FI_ECANCELED with the receive's context (err %d)",
-			 comp.err);
+		LT_CHECK(
+			comp.err == FI_ECANCELED && comp.op_context == &rctx,
+			"posted: error completion FI_ECANCELED with the receive's context (err %d)",
+			comp.err);
 		LT_CHECK(comp.flags & FI_RECV, "posted: the error entry has FI_RECV (flags %#llx)",
-			 (unsigned long long)comp.flags);
+			 (unsigned long long) comp.flags);
 	} else {
 		LT_CHECK(false, "posted: the cancel completes within %d ms", LT_TIMEOUT_MS);
 	}
@@ -76,7 +77,7 @@ static void test_cancel_posted(void)
 		bool untouched = true;
 
 		for (size_t i = 0; i < sizeof(buf); i++)
-			untouched &= (unsigned char)buf[i] == 0xcc;
+			untouched &= (unsigned char) buf[i] == 0xcc;
 		LT_CHECK(untouched, "posted: the cancelled buffer was not written");
 	}
 	LT_CHECK(lt_cq_next(&a.tx, &comp, LT_TIMEOUT_MS) && !comp.err, "posted: send completes");
@@ -97,7 +98,7 @@ static void test_cancel_unknown(void)
 static void test_cancel_middle(void)
 {
 	struct fi_context2 rctx[3], sctx[2];
-	char rbuf[3][32], sbuf[2][32] = { "first", "second" };
+	char rbuf[3][32], sbuf[2][32] = {"first", "second"};
 	struct lt_comp comp;
 	bool cancelled = false, got1 = false, got3 = false;
 
@@ -130,7 +131,7 @@ static void test_cancel_many(void)
 	enum { N = 100 };
 	struct fi_context2 rctx[N];
 	static char rbuf[N][16];
-	unsigned seen[N] = { 0 };
+	unsigned seen[N] = {0};
 	struct lt_comp comp;
 	size_t posted = 0, cancel_ok = 0, bad = 0;
 
@@ -142,7 +143,7 @@ static void test_cancel_many(void)
 	lt_cq_wait(&b.rx, N, LT_TIMEOUT_MS);
 	lt_cq_quiet(&b.rx, 50);
 	while (lt_cq_take(&b.rx, &comp)) {
-		size_t i = (size_t)((struct fi_context2 *)comp.op_context - rctx);
+		size_t i = (size_t) ((struct fi_context2 *) comp.op_context - rctx);
 
 		if (i >= N || comp.err != FI_ECANCELED)
 			bad++;
@@ -180,14 +181,14 @@ static void test_cancel_send(void)
 			 "send: completes once, successfully or FI_ECANCELED (err %d)", comp.err);
 		if (comp.err == 0) {
 			LT_CHECK(lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS) && !comp.err &&
-				 lt_verify(rbuf, len, 9) == len,
+					 lt_verify(rbuf, len, 9) == len,
 				 "send: not cancelled, so it is delivered intact");
 		} else {
 			lt_cq_quiet(&b.rx, 200);
 			if (b.rx.count && lt_cq_take(&b.rx, &comp))
 				LT_CHECK(comp.err || lt_verify(rbuf, len, 9) == len,
 					 "send: cancelled, so no corrupt delivery");
-			(void)fi_cancel(&b.ep->fid, &rctx);
+			(void) fi_cancel(&b.ep->fid, &rctx);
 		}
 	} else {
 		LT_CHECK(false, "send: the send completes within %d ms", LT_TIMEOUT_MS);
@@ -205,7 +206,7 @@ int main(int argc, char **argv)
 	fi_addr_t b_to_a;
 	int ret;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 	hints = lt_hints(FI_MSG);
 	hints->tx_attr->msg_order = FI_ORDER_SAS;

@@ -235,13 +235,13 @@ static void check_attributes(void)
 			 info->domain_attr->cq_data_size);
 		LT_CHECK(!(info->mode & ~(FI_CONTEXT | FI_CONTEXT2)),
 			 "no mode bits beyond what the hints allow (mode %#llx)",
-			 (unsigned long long)info->mode);
+			 (unsigned long long) info->mode);
 		LT_CHECK(!info->domain_attr->mr_mode,
 			 "no mr_mode bits when the hints allow none (mr_mode %#x)",
 			 info->domain_attr->mr_mode);
 		LT_CHECK(info->domain_attr->threading != FI_THREAD_UNSPEC &&
-			 info->domain_attr->data_progress != FI_PROGRESS_UNSPEC &&
-			 info->domain_attr->control_progress != FI_PROGRESS_UNSPEC,
+				 info->domain_attr->data_progress != FI_PROGRESS_UNSPEC &&
+				 info->domain_attr->control_progress != FI_PROGRESS_UNSPEC,
 			 "threading and progress are concrete values, not UNSPEC");
 		LT_CHECK(info->tx_attr->caps & FI_SEND && info->rx_attr->caps & FI_RECV,
 			 "tx caps include FI_SEND and rx caps include FI_RECV");
@@ -323,8 +323,7 @@ static void check_fi_info_tool(void)
 	}
 	status = pclose(p);
 	LT_CHECK(status == 0, "FI_PROVIDER=\"%s\" fi_info exits 0 (status %d)", lt_prov(), status);
-	LT_CHECK(listed, "FI_PROVIDER=\"%s\" fi_info lists \"provider: %s\"", lt_prov(),
-		 lt_prov());
+	LT_CHECK(listed, "FI_PROVIDER=\"%s\" fi_info lists \"provider: %s\"", lt_prov(), lt_prov());
 	LT_CHECK(rdm, "FI_PROVIDER=\"%s\" fi_info shows FI_EP_RDM", lt_prov());
 }
 
@@ -332,7 +331,7 @@ int main(int argc, char **argv)
 {
 	struct fi_info *hints, *info;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 
 	hints = lt_hints(FI_MSG);

@@ -42,10 +42,10 @@ static bool next_comp(struct lt_cq *cq, struct lt_comp *comp, const char *what)
 static bool check_rx(const struct lt_comp *comp, void *ctx, size_t len, const char *what)
 {
 	return LT_CHECK(!comp->err && comp->op_context == ctx && comp->len == len &&
-			(comp->flags & (FI_RECV | FI_MSG)) == (FI_RECV | FI_MSG),
+				(comp->flags & (FI_RECV | FI_MSG)) == (FI_RECV | FI_MSG),
 			"%s: receive completion (err %d, context %s, len %zu/%zu, flags %#llx)",
 			what, comp->err, comp->op_context == ctx ? "ok" : "WRONG", comp->len, len,
-			(unsigned long long)comp->flags);
+			(unsigned long long) comp->flags);
 }
 
 /* Waits for the send completion of ctx and checks it. */
@@ -56,15 +56,15 @@ static bool wait_tx(struct lt_ep *ep, void *ctx, const char *what)
 	if (!next_comp(&ep->tx, &comp, what))
 		return false;
 	return LT_CHECK(!comp.err && comp.op_context == ctx &&
-			(comp.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG),
+				(comp.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG),
 			"%s: send completion (err %d, context %s, flags %#llx)", what, comp.err,
-			comp.op_context == ctx ? "ok" : "WRONG", (unsigned long long)comp.flags);
+			comp.op_context == ctx ? "ok" : "WRONG", (unsigned long long) comp.flags);
 }
 
 /* Nothing left over on any CQ: no duplicate or stray completions from a section. */
 static void check_no_stray(const char *section)
 {
-	struct lt_ep *eps[] = { &a, &b, &c };
+	struct lt_ep *eps[] = {&a, &b, &c};
 	size_t n = 0;
 	struct lt_comp comp;
 
@@ -113,9 +113,10 @@ static void test_send_recv(void)
 	if (next_comp(&b.rx, &comp, "fi_send")) {
 		check_rx(&comp, &rctx, sizeof(sbuf), "fi_send");
 		LT_CHECK(lt_verify(rbuf, sizeof(rbuf), 1) == sizeof(rbuf), "fi_send: data intact");
-		LT_CHECK(comp.src == b_to_a, "fi_send: fi_cq_readfrom gives the sender's fi_addr "
-			 "(%llu, want %llu)", (unsigned long long)comp.src,
-			 (unsigned long long)b_to_a);
+		LT_CHECK(comp.src == b_to_a,
+			 "fi_send: fi_cq_readfrom gives the sender's fi_addr "
+			 "(%llu, want %llu)",
+			 (unsigned long long) comp.src, (unsigned long long) b_to_a);
 		LT_CHECK(!(comp.flags & FI_REMOTE_CQ_DATA),
 			 "fi_send: no FI_REMOTE_CQ_DATA on a plain send");
 	}
@@ -125,10 +126,11 @@ static void test_send_recv(void)
 
 static void test_sendv_recvv(void)
 {
-	size_t limit = info->tx_attr->iov_limit < info->rx_attr->iov_limit ?
-		       info->tx_attr->iov_limit : info->rx_attr->iov_limit;
-	static const size_t slen[4] = { 100, 1, 3000, 995 };
-	static const size_t rlen[4] = { 1500, 7, 2000, 589 };
+	size_t limit = info->tx_attr->iov_limit < info->rx_attr->iov_limit
+			       ? info->tx_attr->iov_limit
+			       : info->rx_attr->iov_limit;
+	static const size_t slen[4] = {100, 1, 3000, 995};
+	static const size_t rlen[4] = {1500, 7, 2000, 589};
 	char sbuf[4096], rbuf[4096 + 64], flat[4096];
 	struct iovec siov[4], riov[4];
 	struct fi_context2 sctx, rctx;
@@ -143,13 +145,13 @@ static void test_sendv_recvv(void)
 	for (size_t i = 0, soff = total; i < n; i++) {
 		soff -= slen[i];
 		memcpy(sbuf + soff, flat + off, slen[i]);
-		siov[i] = (struct iovec){ .iov_base = sbuf + soff, .iov_len = slen[i] };
+		siov[i] = (struct iovec){.iov_base = sbuf + soff, .iov_len = slen[i]};
 		off += slen[i];
 	}
 	memset(rbuf, 0x5a, sizeof(rbuf));
 	off = 0;
 	for (size_t i = 0; i < n; i++) {
-		riov[i] = (struct iovec){ .iov_base = rbuf + off + 16 * i, .iov_len = rlen[i] };
+		riov[i] = (struct iovec){.iov_base = rbuf + off + 16 * i, .iov_len = rlen[i]};
 		off += rlen[i];
 	}
 	ret = fi_recvv(b.ep, riov, NULL, n, FI_ADDR_UNSPEC, &rctx);
@@ -168,8 +170,9 @@ static void test_sendv_recvv(void)
 			off += take;
 		}
 		for (size_t i = 1; i < n; i++)
-			ok &= ((unsigned char *)riov[i].iov_base)[-1] == 0x5a;
-		LT_CHECK(ok, "fi_sendv/fi_recvv: gathered and scattered data intact, gaps untouched");
+			ok &= ((unsigned char *) riov[i].iov_base)[-1] == 0x5a;
+		LT_CHECK(ok,
+			 "fi_sendv/fi_recvv: gathered and scattered data intact, gaps untouched");
 		wait_tx(&a, &sctx, "fi_sendv");
 	}
 	check_no_stray("fi_sendv");
@@ -179,17 +182,24 @@ static void test_sendmsg_recvmsg(void)
 {
 	struct fi_context2 sctx, rctx;
 	char sbuf[300], rbuf[300];
-	struct iovec siov = { .iov_base = sbuf, .iov_len = sizeof(sbuf) };
-	struct iovec riov = { .iov_base = rbuf, .iov_len = sizeof(rbuf) };
+	struct iovec siov = {.iov_base = sbuf, .iov_len = sizeof(sbuf)};
+	struct iovec riov = {.iov_base = rbuf, .iov_len = sizeof(rbuf)};
 	struct fi_msg smsg = {
-		.msg_iov = &siov, .iov_count = 1, .addr = a_to_b, .context = &sctx,
+		.msg_iov = &siov,
+		.iov_count = 1,
+		.addr = a_to_b,
+		.context = &sctx,
 		.data = 0x1122334455667788ULL,
 	};
 	struct fi_msg rmsg = {
-		.msg_iov = &riov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx,
+		.msg_iov = &riov,
+		.iov_count = 1,
+		.addr = FI_ADDR_UNSPEC,
+		.context = &rctx,
 	};
-	uint64_t mask = info->domain_attr->cq_data_size >= 8 ?
-			UINT64_MAX : (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
+	uint64_t mask = info->domain_attr->cq_data_size >= 8
+				? UINT64_MAX
+				: (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
 	struct lt_comp comp;
 	ssize_t ret;
 
@@ -204,7 +214,7 @@ static void test_sendmsg_recvmsg(void)
 			 "fi_sendmsg/fi_recvmsg: data intact");
 		LT_CHECK((comp.flags & FI_REMOTE_CQ_DATA) && comp.data == (smsg.data & mask),
 			 "fi_sendmsg: FI_REMOTE_CQ_DATA flag and data reach the receiver (%#llx)",
-			 (unsigned long long)comp.data);
+			 (unsigned long long) comp.data);
 		LT_CHECK(comp.src == b_to_a, "fi_sendmsg: source fi_addr");
 		wait_tx(&a, &sctx, "fi_sendmsg");
 	}
@@ -213,8 +223,9 @@ static void test_sendmsg_recvmsg(void)
 
 static void test_senddata(void)
 {
-	uint64_t mask = info->domain_attr->cq_data_size >= 8 ?
-			UINT64_MAX : (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
+	uint64_t mask = info->domain_attr->cq_data_size >= 8
+				? UINT64_MAX
+				: (1ULL << (8 * info->domain_attr->cq_data_size)) - 1;
 	struct fi_context2 sctx, rctx;
 	char sbuf[50], rbuf[50];
 	struct lt_comp comp;
@@ -223,15 +234,15 @@ static void test_senddata(void)
 	lt_fill(sbuf, sizeof(sbuf), 4);
 	LT_CHECK_RET(lt_recv(&b, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0,
 		     "fi_recv for fi_senddata");
-	ret = LT_RETRY(fi_senddata(a.ep, sbuf, sizeof(sbuf), NULL, 0xfeedbeefcafe0001ULL, a_to_b,
-				   &sctx));
+	ret = LT_RETRY(
+		fi_senddata(a.ep, sbuf, sizeof(sbuf), NULL, 0xfeedbeefcafe0001ULL, a_to_b, &sctx));
 	LT_CHECK_RET(ret, 0, "fi_senddata");
 	if (!ret && next_comp(&b.rx, &comp, "fi_senddata")) {
 		check_rx(&comp, &rctx, sizeof(sbuf), "fi_senddata");
 		LT_CHECK((comp.flags & FI_REMOTE_CQ_DATA) &&
-			 comp.data == (0xfeedbeefcafe0001ULL & mask),
+				 comp.data == (0xfeedbeefcafe0001ULL & mask),
 			 "fi_senddata: FI_REMOTE_CQ_DATA flag and data (%#llx)",
-			 (unsigned long long)comp.data);
+			 (unsigned long long) comp.data);
 		LT_CHECK(lt_verify(rbuf, sizeof(rbuf), 4) == sizeof(rbuf), "fi_senddata: data");
 		wait_tx(&a, &sctx, "fi_senddata");
 	}
@@ -290,7 +301,7 @@ static void test_source_unknown(void)
 		check_rx(&comp, &rctx, sizeof(buf), "unknown source");
 		LT_CHECK(comp.src == FI_ADDR_NOTAVAIL,
 			 "unknown source: fi_cq_readfrom gives FI_ADDR_NOTAVAIL (got %llu)",
-			 (unsigned long long)comp.src);
+			 (unsigned long long) comp.src);
 	}
 	wait_tx(&c, &sctx, "unknown source");
 	check_no_stray("unknown source");
@@ -355,7 +366,7 @@ static void transfer(size_t len, bool unexpected)
 		LT_CHECK(bad == len, "%s: data intact (%s%zu)", what,
 			 bad == len ? "" : "first bad byte at ", bad == len ? len : bad);
 		for (size_t i = 0; i < 64; i++)
-			guard &= (unsigned char)rbuf[len + i] == 0x3c;
+			guard &= (unsigned char) rbuf[len + i] == 0x3c;
 		LT_CHECK(guard, "%s: nothing written past the message", what);
 	}
 	wait_tx(&a, &sctx, what);
@@ -366,7 +377,7 @@ out:
 
 static void test_sizes(void)
 {
-	static const size_t sizes[] = { 0, 1, 4 * KIB, 64 * KIB, 1 * MIB, 64 * MIB };
+	static const size_t sizes[] = {0, 1, 4 * KIB, 64 * KIB, 1 * MIB, 64 * MIB};
 	size_t big = GIB + 5;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
@@ -414,7 +425,7 @@ static void test_order(void)
 	}
 	LT_CHECK(sent_ok == N, "order: %d sends of mixed sizes posted (%zu)", N, sent_ok);
 	while (got < N && next_comp(&b.rx, &comp, "order")) {
-		size_t i = (size_t)((struct fi_context2 *)comp.op_context - rctx);
+		size_t i = (size_t) ((struct fi_context2 *) comp.op_context - rctx);
 		size_t len = i % 3 == 1 ? large : small;
 
 		if (comp.err || i >= N || comp.len != len ||
@@ -481,10 +492,12 @@ static void truncation(size_t buflen, size_t msglen)
 			 what, comp.olen, msglen - buflen);
 		LT_CHECK(comp.err != FI_ETRUNC || comp.len == buflen,
 			 "%s: len is what was placed (%zu)", what, comp.len);
-		LT_CHECK(lt_verify(rbuf, buflen, 77) == buflen, "%s: the buffer holds the start "
-			 "of the message", what);
+		LT_CHECK(lt_verify(rbuf, buflen, 77) == buflen,
+			 "%s: the buffer holds the start "
+			 "of the message",
+			 what);
 		for (size_t i = buflen; i < buflen + 4096; i++)
-			guard &= (unsigned char)rbuf[i] == 0xa5;
+			guard &= (unsigned char) rbuf[i] == 0xa5;
 		LT_CHECK(guard, "%s: nothing written past the receive buffer", what);
 	}
 	if (next_comp(&a.tx, &comp, what))
@@ -493,8 +506,7 @@ static void truncation(size_t buflen, size_t msglen)
 	/* The endpoint (and its connection) is fine afterwards. */
 	LT_CHECK_RET(lt_recv(&b, nbuf, sizeof(nbuf), FI_ADDR_UNSPEC, &rctx2), 0,
 		     "%s: fi_recv after", what);
-	LT_CHECK_RET(lt_send(&a, next, sizeof(next), a_to_b, &sctx2), 0, "%s: fi_send after",
-		     what);
+	LT_CHECK_RET(lt_send(&a, next, sizeof(next), a_to_b, &sctx2), 0, "%s: fi_send after", what);
 	if (next_comp(&b.rx, &comp, what))
 		LT_CHECK(!comp.err && comp.op_context == &rctx2 && !strcmp(nbuf, "after"),
 			 "%s: the next message arrives intact", what);
@@ -513,7 +525,7 @@ static void truncation(size_t buflen, size_t msglen)
 static int open_counted(struct lt_ep *ep, const struct lt_ep_opts *opts, uint64_t flags,
 			struct fid_cntr **cntr)
 {
-	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
 	struct lt_ep_opts o = *opts;
 	int ret;
 
@@ -541,10 +553,10 @@ static bool cntr_reach(struct fid_cntr *cntr, uint64_t value)
 
 static void test_selective_and_counters(void)
 {
-	struct lt_ep_opts sel_tx = { .tx_bind_flags = FI_SELECTIVE_COMPLETION };
-	struct lt_ep_opts sel_rx = { .rx_bind_flags = FI_SELECTIVE_COMPLETION };
+	struct lt_ep_opts sel_tx = {.tx_bind_flags = FI_SELECTIVE_COMPLETION};
+	struct lt_ep_opts sel_rx = {.rx_bind_flags = FI_SELECTIVE_COMPLETION};
 	struct fid_cntr *scntr = NULL, *rcntr = NULL;
-	struct lt_ep s = { 0 }, r = { 0 };
+	struct lt_ep s = {0}, r = {0};
 	struct fi_context2 sctx[3], rctx[4];
 	char sbuf[3][32], rbuf[4][32];
 	fi_addr_t s_to_r, r_to_s;
@@ -563,57 +575,70 @@ static void test_selective_and_counters(void)
 
 	/* Receives: only the one posted with FI_COMPLETION reports. */
 	for (int i = 0; i < 3; i++) {
-		struct iovec iov = { .iov_base = rbuf[i], .iov_len = sizeof(rbuf[i]) };
+		struct iovec iov = {.iov_base = rbuf[i], .iov_len = sizeof(rbuf[i])};
 		struct fi_msg msg = {
-			.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx[i],
+			.msg_iov = &iov,
+			.iov_count = 1,
+			.addr = FI_ADDR_UNSPEC,
+			.context = &rctx[i],
 		};
 
 		if (i == 0)
-			ret = fi_recv(r.ep, rbuf[i], sizeof(rbuf[i]), NULL, FI_ADDR_UNSPEC, &rctx[i]);
+			ret = fi_recv(r.ep, rbuf[i], sizeof(rbuf[i]), NULL, FI_ADDR_UNSPEC,
+				      &rctx[i]);
 		else
 			ret = fi_recvmsg(r.ep, &msg, i == 1 ? FI_COMPLETION : 0);
 		LT_CHECK_RET(ret, 0, "selective: receive %d posted", i);
 	}
 	/* Sends: fi_send (no flag), fi_sendmsg with FI_COMPLETION, fi_sendmsg without. */
 	for (int i = 0; i < 3; i++) {
-		struct iovec iov = { .iov_base = sbuf[i], .iov_len = sizeof(sbuf[i]) };
+		struct iovec iov = {.iov_base = sbuf[i], .iov_len = sizeof(sbuf[i])};
 		struct fi_msg msg = {
-			.msg_iov = &iov, .iov_count = 1, .addr = s_to_r, .context = &sctx[i],
+			.msg_iov = &iov,
+			.iov_count = 1,
+			.addr = s_to_r,
+			.context = &sctx[i],
 		};
 
 		snprintf(sbuf[i], sizeof(sbuf[i]), "selective %d", i);
 		if (i == 0)
-			ret = LT_RETRY(fi_send(s.ep, sbuf[i], sizeof(sbuf[i]), NULL, s_to_r,
-					       &sctx[i]));
+			ret = LT_RETRY(
+				fi_send(s.ep, sbuf[i], sizeof(sbuf[i]), NULL, s_to_r, &sctx[i]));
 		else
 			ret = LT_RETRY(fi_sendmsg(s.ep, &msg, i == 1 ? FI_COMPLETION : 0));
 		LT_CHECK_RET(ret, 0, "selective: send %d posted", i);
 	}
 	LT_CHECK(cntr_reach(rcntr, 3), "selective: the receive counter reaches 3 (%llu)",
-		 (unsigned long long)fi_cntr_read(rcntr));
+		 (unsigned long long) fi_cntr_read(rcntr));
 	LT_CHECK(cntr_reach(scntr, 3), "selective: the send counter reaches 3 (%llu)",
-		 (unsigned long long)fi_cntr_read(scntr));
+		 (unsigned long long) fi_cntr_read(scntr));
 	lt_cq_quiet(&s.tx, 200);
 	LT_CHECK(s.tx.count == 1 && lt_cq_take(&s.tx, &comp) && comp.op_context == &sctx[1] &&
-		 !comp.err, "selective: exactly one send completion, for the FI_COMPLETION send");
+			 !comp.err,
+		 "selective: exactly one send completion, for the FI_COMPLETION send");
 	LT_CHECK(r.rx.count == 1 && lt_cq_take(&r.rx, &comp) && comp.op_context == &rctx[1] &&
-		 !comp.err, "selective: exactly one receive completion, for the FI_COMPLETION "
+			 !comp.err,
+		 "selective: exactly one receive completion, for the FI_COMPLETION "
 		 "receive");
 	LT_CHECK(!strcmp(rbuf[0], "selective 0") && !strcmp(rbuf[1], "selective 1") &&
-		 !strcmp(rbuf[2], "selective 2"), "selective: all three messages delivered in "
+			 !strcmp(rbuf[2], "selective 2"),
+		 "selective: all three messages delivered in "
 		 "order");
 
 	/* An error still reports and counts: a truncated receive posted with FI_COMPLETION. */
 	{
-		struct iovec iov = { .iov_base = rbuf[3], .iov_len = 4 };
+		struct iovec iov = {.iov_base = rbuf[3], .iov_len = 4};
 		struct fi_msg msg = {
-			.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &rctx[3],
+			.msg_iov = &iov,
+			.iov_count = 1,
+			.addr = FI_ADDR_UNSPEC,
+			.context = &rctx[3],
 		};
 
 		ret = fi_recvmsg(r.ep, &msg, FI_COMPLETION);
 		if (!ret)
-			ret = LT_RETRY(fi_send(s.ep, sbuf[0], sizeof(sbuf[0]), NULL, s_to_r,
-					       &sctx[0]));
+			ret = LT_RETRY(
+				fi_send(s.ep, sbuf[0], sizeof(sbuf[0]), NULL, s_to_r, &sctx[0]));
 		if (LT_CHECK_RET(ret, 0, "selective: truncated message posted")) {
 			uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
 
@@ -621,8 +646,9 @@ static void test_selective_and_counters(void)
 				lt_progress();
 			LT_CHECK(fi_cntr_readerr(rcntr) == 1 && fi_cntr_read(rcntr) == 3,
 				 "selective: a truncated receive counts as an error (%llu errors, "
-				 "%llu ok)", (unsigned long long)fi_cntr_readerr(rcntr),
-				 (unsigned long long)fi_cntr_read(rcntr));
+				 "%llu ok)",
+				 (unsigned long long) fi_cntr_readerr(rcntr),
+				 (unsigned long long) fi_cntr_read(rcntr));
 			LT_CHECK(lt_cq_next(&r.rx, &comp, LT_TIMEOUT_MS) && comp.err == FI_ETRUNC,
 				 "selective: and reports FI_ETRUNC on the CQ");
 			LT_CHECK(cntr_reach(scntr, 4), "selective: the send counts as a success");
@@ -653,20 +679,18 @@ static void test_size_left(void)
 	tx = fi_tx_size_left(a.ep);
 #pragma GCC diagnostic pop
 	/* Deprecated calls that a provider may leave out (-FI_ENOSYS); if given, a lower bound. */
-	LT_CHECK(rx >= 0 || rx == -FI_ENOSYS, "fi_rx_size_left is a count or -FI_ENOSYS (%zd)",
-		 rx);
-	LT_CHECK(tx >= 0 || tx == -FI_ENOSYS, "fi_tx_size_left is a count or -FI_ENOSYS (%zd)",
-		 tx);
+	LT_CHECK(rx >= 0 || rx == -FI_ENOSYS, "fi_rx_size_left is a count or -FI_ENOSYS (%zd)", rx);
+	LT_CHECK(tx >= 0 || tx == -FI_ENOSYS, "fi_tx_size_left is a count or -FI_ENOSYS (%zd)", tx);
 	if (rx > 0) {
-		n = (size_t)rx < 64 ? (size_t)rx : 64;
+		n = (size_t) rx < 64 ? (size_t) rx : 64;
 		for (size_t i = 0; i < n; i++)
 			eagain += fi_recv(b.ep, buf[i], 8, NULL, FI_ADDR_UNSPEC, &ctx[i]) != 0;
 		LT_CHECK(eagain == 0, "fi_rx_size_left: %zu receives post without -FI_EAGAIN", n);
 		for (size_t i = 0; i < n; i++) {
 			struct lt_comp comp;
 
-			(void)fi_cancel(&b.ep->fid, &ctx[i]);
-			(void)lt_cq_next(&b.rx, &comp, 1000);
+			(void) fi_cancel(&b.ep->fid, &ctx[i]);
+			(void) lt_cq_next(&b.rx, &comp, 1000);
 		}
 	}
 	check_no_stray("size_left");
@@ -674,10 +698,10 @@ static void test_size_left(void)
 
 static void test_names(void)
 {
-	struct sockaddr_in sin, *got = (struct sockaddr_in *)a.addr;
+	struct sockaddr_in sin, *got = (struct sockaddr_in *) a.addr;
 	char small[1], addr[LT_ADDR_MAX];
-	struct lt_ep_opts no_enable = { .no_enable = true };
-	struct lt_ep d = { 0 };
+	struct lt_ep_opts no_enable = {.no_enable = true};
+	struct lt_ep d = {0};
 	socklen_t slen = sizeof(sin);
 	size_t len = sizeof(small);
 	fi_addr_t a_to_d;
@@ -688,7 +712,7 @@ static void test_names(void)
 	LT_CHECK(len == a.addrlen, "fi_getname: addrlen set to the size needed (%zu, want %zu)",
 		 len, a.addrlen);
 	LT_CHECK(a.addrlen == sizeof(struct sockaddr_in) && got->sin_family == AF_INET &&
-		 got->sin_addr.s_addr == htonl(INADDR_LOOPBACK) && got->sin_port != 0,
+			 got->sin_addr.s_addr == htonl(INADDR_LOOPBACK) && got->sin_port != 0,
 		 "fi_getname: a sockaddr_in for 127.0.0.1 with a port");
 	LT_CHECK(memcmp(a.addr, b.addr, a.addrlen) != 0,
 		 "fi_getname: two endpoints have different names");
@@ -698,8 +722,8 @@ static void test_names(void)
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    getsockname(fd, (struct sockaddr *)&sin, &slen)) {
+	if (fd < 0 || bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+	    getsockname(fd, (struct sockaddr *) &sin, &slen)) {
 		lt_note("fi_setname: could not find a free port, not run");
 		if (fd >= 0)
 			close(fd);
@@ -714,7 +738,7 @@ static void test_names(void)
 	if (!ret) {
 		ret = lt_ep_enable(&d);
 		LT_CHECK_RET(ret, 0, "fi_setname: enable afterwards");
-		got = (struct sockaddr_in *)d.addr;
+		got = (struct sockaddr_in *) d.addr;
 		LT_CHECK(!ret && got->sin_port == sin.sin_port,
 			 "fi_setname: fi_getname gives the address set (port %d)",
 			 ntohs(got->sin_port));
@@ -760,7 +784,7 @@ static void test_opt_min_multi_recv(void)
 static void test_self(void)
 {
 	struct fi_context2 sctx, rctx;
-	size_t sizes[2] = { 100, 2 * MIB };
+	size_t sizes[2] = {100, 2 * MIB};
 	fi_addr_t self;
 	int ret;
 
@@ -785,7 +809,8 @@ static void test_self(void)
 		if (next_comp(&a.rx, &comp, what)) {
 			check_rx(&comp, &rctx, sizes[i], what);
 			LT_CHECK(lt_verify(rbuf, sizes[i], 31 + i) == sizes[i], "%s: data", what);
-			LT_CHECK(comp.src == self, "%s: source is the endpoint's own fi_addr", what);
+			LT_CHECK(comp.src == self, "%s: source is the endpoint's own fi_addr",
+				 what);
 		}
 		wait_tx(&a, &sctx, what);
 		free(sbuf);
@@ -840,7 +865,7 @@ static void test_burst(void)
 			errs += comp.err != 0;
 		}
 		while (lt_cq_take(&b.rx, &comp)) {
-			size_t slot = (size_t)((struct fi_context2 *)comp.op_context - rctx), seq;
+			size_t slot = (size_t) ((struct fi_context2 *) comp.op_context - rctx), seq;
 
 			if (comp.err || slot >= WINDOW) {
 				errs++;
@@ -850,18 +875,20 @@ static void test_burst(void)
 			bad += seq != received;
 			received++;
 			if (posted < N) {
-				ret = fi_recv(b.ep, rbuf[slot], LEN, NULL, FI_ADDR_UNSPEC, &rctx[slot]);
+				ret = fi_recv(b.ep, rbuf[slot], LEN, NULL, FI_ADDR_UNSPEC,
+					      &rctx[slot]);
 				posted += ret == 0;
 				errs += ret != 0;
 			}
 		}
 	}
 	lt_note("burst: %zu -FI_EAGAIN returns retried", eagain);
-	LT_CHECK(sent == N && send_done == N, "burst: %d sends posted and completed (%zu, %zu)",
-		 N, sent, send_done);
+	LT_CHECK(sent == N && send_done == N, "burst: %d sends posted and completed (%zu, %zu)", N,
+		 sent, send_done);
 	LT_CHECK(received == N && bad == 0 && errs == 0,
 		 "burst: %d received exactly once, in order (%zu received, %zu out of order, %zu "
-		 "errors)", N, received, bad, errs);
+		 "errors)",
+		 N, received, bad, errs);
 	check_no_stray("burst");
 }
 
@@ -913,7 +940,7 @@ static void test_unexpected_burst(void)
 			errs += comp.err != 0;
 		}
 		while (lt_cq_take(&b.rx, &comp)) {
-			size_t slot = (size_t)((struct fi_context2 *)comp.op_context - rctx);
+			size_t slot = (size_t) ((struct fi_context2 *) comp.op_context - rctx);
 
 			if (comp.err || slot != received ||
 			    lt_verify(rbuf[slot], LEN, 5000 + slot) != LEN)
@@ -923,7 +950,8 @@ static void test_unexpected_burst(void)
 	}
 	LT_CHECK(sent == N && send_done == N && received == N && bad == 0 && errs == 0,
 		 "unexpected burst: all %d delivered in order (%zu sent, %zu completed, %zu "
-		 "received, %zu wrong, %zu errors)", N, sent, send_done, received, bad, errs);
+		 "received, %zu wrong, %zu errors)",
+		 N, sent, send_done, received, bad, errs);
 	check_no_stray("unexpected burst");
 }
 
@@ -932,7 +960,7 @@ int main(int argc, char **argv)
 	struct fi_info *hints;
 	int ret;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 	hints = lt_hints(FI_MSG | FI_SOURCE);
 	hints->tx_attr->msg_order = FI_ORDER_SAS;

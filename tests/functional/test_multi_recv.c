@@ -17,17 +17,20 @@ static fi_addr_t a_to_b;
 
 static ssize_t post_multi(void *buf, size_t len, void *ctx)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
 	struct fi_msg msg = {
-		.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = ctx,
+		.msg_iov = &iov,
+		.iov_count = 1,
+		.addr = FI_ADDR_UNSPEC,
+		.context = ctx,
 	};
 
 	return LT_RETRY(fi_recvmsg(b.ep, &msg, FI_MULTI_RECV));
 }
 
 struct landing {
-	size_t count;		/* message completions seen for the buffer */
-	size_t released_after;	/* message count when FI_MULTI_RECV was seen, or SIZE_MAX */
+	size_t count;	       /* message completions seen for the buffer */
+	size_t released_after; /* message count when FI_MULTI_RECV was seen, or SIZE_MAX */
 	bool in_bounds, increasing, data_ok, flags_ok, errors;
 };
 
@@ -42,8 +45,11 @@ static void collect(void *ctx, char *base, size_t size, size_t n, const size_t *
 	char *next_min = base;
 	struct lt_comp comp;
 
-	*l = (struct landing){ .released_after = SIZE_MAX, .in_bounds = true, .increasing = true,
-			       .data_ok = true, .flags_ok = true };
+	*l = (struct landing){.released_after = SIZE_MAX,
+			      .in_bounds = true,
+			      .increasing = true,
+			      .data_ok = true,
+			      .flags_ok = true};
 	while (l->count < n || (want_release && l->released_after == SIZE_MAX)) {
 		if (!lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS)) {
 			LT_CHECK(false, "%s: completions arrive (%zu of %zu messages%s)", what,
@@ -97,8 +103,8 @@ static void report(const struct landing *l, size_t n, size_t release_at, const c
 	else
 		LT_CHECK(l->released_after == release_at,
 			 "%s: FI_MULTI_RECV comes with or right after message %zu, not before "
-			 "(after %zu)", what, release_at,
-			 l->released_after == SIZE_MAX ? 0 : l->released_after);
+			 "(after %zu)",
+			 what, release_at, l->released_after == SIZE_MAX ? 0 : l->released_after);
 }
 
 static bool send_all(size_t n, const size_t *lens, uint64_t seed0, char **bufs,
@@ -132,7 +138,7 @@ static void finish_sends(size_t n, char **bufs, const char *what)
 /* Nothing left over on any CQ; whatever is there is taken so the next section starts clean. */
 static void check_no_stray(const char *what)
 {
-	struct lt_cq *cqs[] = { &a.tx, &a.rx, &b.tx, &b.rx };
+	struct lt_cq *cqs[] = {&a.tx, &a.rx, &b.tx, &b.rx};
 	struct lt_comp comp;
 	size_t n = 0;
 
@@ -148,9 +154,9 @@ static void check_no_stray(const char *what)
 static void test_expected(void)
 {
 	const char *what = "expected";
-	static const size_t lens[5] = { 1000, 1000, 1000, 1000, 1000 };
+	static const size_t lens[5] = {1000, 1000, 1000, 1000, 1000};
 	struct fi_context2 mctx, rctx, sctx[5];
-	char *buf = malloc(4096), *next = calloc(1, 2000), *sbufs[5] = { 0 };
+	char *buf = malloc(4096), *next = calloc(1, 2000), *sbufs[5] = {0};
 	struct landing l;
 	struct lt_comp comp;
 
@@ -166,7 +172,7 @@ static void test_expected(void)
 	report(&l, 4, 4, what);
 	if (lt_cq_next(&b.rx, &comp, LT_TIMEOUT_MS))
 		LT_CHECK(!comp.err && comp.op_context == &rctx && comp.len == 1000 &&
-			 lt_verify(next, 1000, 104) == 1000,
+				 lt_verify(next, 1000, 104) == 1000,
 			 "%s: the fifth message goes to the receive posted next", what);
 	else
 		LT_CHECK(false, "%s: the fifth message arrives", what);
@@ -181,9 +187,9 @@ out:
 static void test_unexpected(void)
 {
 	const char *what = "unexpected";
-	static const size_t lens[3] = { 500, 1, 700 };
+	static const size_t lens[3] = {500, 1, 700};
 	struct fi_context2 mctx, sctx[3];
-	char *buf = malloc(2048), *sbufs[3] = { 0 };
+	char *buf = malloc(2048), *sbufs[3] = {0};
 	struct landing l;
 	struct lt_comp comp;
 
@@ -199,8 +205,7 @@ static void test_unexpected(void)
 	report(&l, 3, SIZE_MAX, what);
 	finish_sends(3, sbufs, what);
 	lt_cq_quiet(&b.rx, 100);
-	LT_CHECK(b.rx.count == 0, "%s: the buffer is not released while 847 bytes are left",
-		 what);
+	LT_CHECK(b.rx.count == 0, "%s: the buffer is not released while 847 bytes are left", what);
 
 	/* Cancelling the partly used buffer gives it back with FI_ECANCELED. */
 	LT_CHECK_RET(fi_cancel(&b.ep->fid, &mctx), 0, "%s: fi_cancel of the partly used buffer",
@@ -218,10 +223,10 @@ static void test_unexpected(void)
 static void test_large(void)
 {
 	const char *what = "large";
-	static const size_t lens[3] = { 200 * 1024, 200 * 1024, 200 * 1024 };
+	static const size_t lens[3] = {200 * 1024, 200 * 1024, 200 * 1024};
 	size_t size = 3 * 200 * 1024 + 100;
 	struct fi_context2 mctx, sctx[3];
-	char *buf = malloc(size), *sbufs[3] = { 0 };
+	char *buf = malloc(size), *sbufs[3] = {0};
 	struct landing l;
 
 	if (!buf)
@@ -238,13 +243,13 @@ static void test_large(void)
 
 int main(int argc, char **argv)
 {
-	struct lt_ep_opts opts = { .min_multi_recv = MIN_MULTI_RECV };
+	struct lt_ep_opts opts = {.min_multi_recv = MIN_MULTI_RECV};
 	struct fi_info *hints, *info;
 	size_t value = 0, len = sizeof(value);
 	fi_addr_t b_to_a;
 	int ret;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 	hints = lt_hints(FI_MSG | FI_MULTI_RECV);
 	hints->tx_attr->msg_order = FI_ORDER_SAS;

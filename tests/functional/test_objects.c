@@ -25,7 +25,7 @@ struct raw_ep {
 
 static int raw_ep_open(struct fid_cq *txcq, struct fid_cq *rxcq, struct raw_ep *r)
 {
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	size_t len = sizeof(r->addr);
 	int ret;
 
@@ -76,7 +76,7 @@ static int raw_connect(struct raw_ep *a, struct raw_ep *b)
 static ssize_t read_one(struct fid_cq *cq, bool can_sread, void *entry, struct fid_cq **others,
 			int nothers, int timeout_ms)
 {
-	uint64_t deadline = lt_now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = lt_now_ms() + (uint64_t) timeout_ms;
 	struct fi_cq_tagged_entry junk[8];
 	ssize_t ret;
 
@@ -88,7 +88,7 @@ static ssize_t read_one(struct fid_cq *cq, bool can_sread, void *entry, struct f
 		if (ret != -FI_EAGAIN)
 			return ret;
 		for (int i = 0; i < nothers; i++)
-			(void)fi_cq_read(others[i], junk, 0);
+			(void) fi_cq_read(others[i], junk, 0);
 	} while (lt_now_ms() < deadline);
 	return -FI_EAGAIN;
 }
@@ -113,7 +113,7 @@ static ssize_t send_retry(struct fid_ep *ep, const void *buf, size_t len, void *
 		if (ret != -FI_EAGAIN || lt_now_ms() > deadline)
 			return ret;
 		for (int i = 0; i < ncqs; i++)
-			(void)fi_cq_read(cqs[i], &junk, 0);
+			(void) fi_cq_read(cqs[i], &junk, 0);
 	}
 }
 
@@ -130,14 +130,14 @@ static void *eq_writer_main(void *arg)
 	struct eq_writer *w = arg;
 
 	lt_sleep_ms(w->delay_ms);
-	(void)fi_eq_write(w->eq, FI_NOTIFY, &w->entry, sizeof(w->entry), 0);
+	(void) fi_eq_write(w->eq, FI_NOTIFY, &w->entry, sizeof(w->entry), 0);
 	return NULL;
 }
 
 static void test_eq(enum fi_wait_obj wait_obj, const char *wname)
 {
-	struct fi_eq_attr attr = { .size = 16, .wait_obj = wait_obj };
-	struct fi_eq_entry in = { 0 }, out;
+	struct fi_eq_attr attr = {.size = 16, .wait_obj = wait_obj};
+	struct fi_eq_entry in = {0}, out;
 	struct fi_eq_err_entry err;
 	struct eq_writer writer;
 	struct fid_eq *eq = NULL;
@@ -170,11 +170,13 @@ static void test_eq(enum fi_wait_obj wait_obj, const char *wname)
 	event = 0;
 	ret = fi_eq_read(eq, &event, &out, sizeof(out), FI_PEEK);
 	LT_CHECK(ret == sizeof(out) && event == FI_NOTIFY && out.context == &ctx_a &&
-		 out.data == 42, "EQ %s: FI_PEEK returns the first event (ret %zd)", wname, ret);
+			 out.data == 42,
+		 "EQ %s: FI_PEEK returns the first event (ret %zd)", wname, ret);
 	memset(&out, 0, sizeof(out));
 	ret = fi_eq_read(eq, &event, &out, sizeof(out), 0);
 	LT_CHECK(ret == sizeof(out) && event == FI_NOTIFY && out.context == &ctx_a &&
-		 out.data == 42, "EQ %s: read after FI_PEEK returns the same event", wname);
+			 out.data == 42,
+		 "EQ %s: read after FI_PEEK returns the same event", wname);
 	memset(&out, 0, sizeof(out));
 	ret = fi_eq_read(eq, &event, &out, sizeof(out), 0);
 	LT_CHECK(ret == sizeof(out) && out.context == &ctx_b && out.data == 43,
@@ -187,36 +189,38 @@ static void test_eq(enum fi_wait_obj wait_obj, const char *wname)
 	LT_CHECK_RET(ret, -FI_EAGAIN, "EQ %s: fi_eq_sread on an empty EQ times out", wname);
 	LT_CHECK(lt_now_ms() - t0 >= 300 - SLACK_MS,
 		 "EQ %s: fi_eq_sread waited at least its 300 ms timeout (%llu ms)", wname,
-		 (unsigned long long)(lt_now_ms() - t0));
+		 (unsigned long long) (lt_now_ms() - t0));
 
-	writer = (struct eq_writer){ .eq = eq, .delay_ms = 200 };
+	writer = (struct eq_writer){.eq = eq, .delay_ms = 200};
 	writer.entry.context = &ctx_a;
 	writer.entry.data = 7;
 	if (pthread_create(&thread, NULL, eq_writer_main, &writer) == 0) {
 		t0 = lt_now_ms();
 		memset(&out, 0, sizeof(out));
 		ret = fi_eq_sread(eq, &event, &out, sizeof(out), 5000, 0);
-		LT_CHECK(ret == sizeof(out) && out.data == 7 && lt_now_ms() - t0 < 5000,
-			 "EQ %s: fi_eq_sread wakes for an event written by another thread (ret %zd)",
-			 wname, ret);
+		LT_CHECK(
+			ret == sizeof(out) && out.data == 7 && lt_now_ms() - t0 < 5000,
+			"EQ %s: fi_eq_sread wakes for an event written by another thread (ret %zd)",
+			wname, ret);
 		pthread_join(thread, NULL);
 	}
 
 	if (wait_obj == FI_WAIT_FD) {
 		int fd = -1;
 		struct pollfd pfd;
-		struct fid *fids[1] = { &eq->fid };
+		struct fid *fids[1] = {&eq->fid};
 
 		ret = fi_control(&eq->fid, FI_GETWAIT, &fd);
 		if (LT_CHECK(ret == 0 && fd >= 0, "EQ %s: FI_GETWAIT gives an fd (ret %zd fd %d)",
 			     wname, ret, fd)) {
 			in.data = 99;
-			(void)fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0);
+			(void) fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0);
 			ret = fi_trywait(dom.fabric, fids, 1);
-			pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+			pfd = (struct pollfd){.fd = fd, .events = POLLIN};
 			LT_CHECK(ret == -FI_EAGAIN || poll(&pfd, 1, 2000) == 1,
 				 "EQ %s: with an event queued, trywait says -FI_EAGAIN or the fd "
-				 "polls readable", wname);
+				 "polls readable",
+				 wname);
 			ret = fi_eq_read(eq, &event, &out, sizeof(out), 0);
 			LT_CHECK(ret == sizeof(out) && out.data == 99,
 				 "EQ %s: the event is read after the wait", wname);
@@ -251,7 +255,7 @@ static const char *format_name(enum fi_cq_format f)
 static bool check_rx_entry(enum fi_cq_format f, const void *entry, void *ctx, size_t len,
 			   uint64_t data, char *why, size_t whylen)
 {
-	const struct fi_cq_tagged_entry *t = entry;	/* all formats share the prefix */
+	const struct fi_cq_tagged_entry *t = entry; /* all formats share the prefix */
 
 	if (t->op_context != ctx) {
 		snprintf(why, whylen, "op_context %p, want %p", t->op_context, ctx);
@@ -260,27 +264,26 @@ static bool check_rx_entry(enum fi_cq_format f, const void *entry, void *ctx, si
 	if (f == FI_CQ_FORMAT_CONTEXT)
 		return true;
 	if ((t->flags & (FI_RECV | FI_MSG)) != (FI_RECV | FI_MSG) || t->len != len) {
-		snprintf(why, whylen, "flags %#llx len %zu", (unsigned long long)t->flags, t->len);
+		snprintf(why, whylen, "flags %#llx len %zu", (unsigned long long) t->flags, t->len);
 		return false;
 	}
 	if (f == FI_CQ_FORMAT_MSG)
 		return true;
 	if (!(t->flags & FI_REMOTE_CQ_DATA) || t->data != data) {
-		snprintf(why, whylen, "flags %#llx data %#llx", (unsigned long long)t->flags,
-			 (unsigned long long)t->data);
+		snprintf(why, whylen, "flags %#llx data %#llx", (unsigned long long) t->flags,
+			 (unsigned long long) t->data);
 		return false;
 	}
 	return true;
 }
 
-static void test_cq_format(enum fi_cq_format format, enum fi_wait_obj wait_obj,
-			   const char *wname)
+static void test_cq_format(enum fi_cq_format format, enum fi_wait_obj wait_obj, const char *wname)
 {
-	struct fi_cq_attr attr = { .format = format, .wait_obj = wait_obj };
+	struct fi_cq_attr attr = {.format = format, .wait_obj = wait_obj};
 	struct fid_cq *txa = NULL, *rxa = NULL, *txb = NULL, *rxb = NULL, *others[2];
 	struct fi_cq_tagged_entry entry;
 	struct fi_context2 sctx, rctx;
-	struct raw_ep a = { 0 }, b = { 0 };
+	struct raw_ep a = {0}, b = {0};
 	const char *fname = format_name(format);
 	char sbuf[100], rbuf[100], why[128] = "context, flags, len, data";
 	const uint64_t data = 0xc0de;
@@ -363,12 +366,12 @@ out:
  */
 static void test_cq_wait_fd(void)
 {
-	struct fi_cq_attr fd_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_FD };
-	struct fi_cq_attr none_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+	struct fi_cq_attr fd_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_FD};
+	struct fi_cq_attr none_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
 	struct fid_cq *txa = NULL, *rxa = NULL, *txb = NULL, *rxb = NULL;
 	struct fi_cq_entry entry;
 	struct fi_context2 sctx, rctx;
-	struct raw_ep a = { 0 }, b = { 0 };
+	struct raw_ep a = {0}, b = {0};
 	unsigned polls = 0, poll_timeouts = 0;
 	bool sent = false, received = false;
 	char sbuf[64] = "wait fd", rbuf[64];
@@ -430,7 +433,7 @@ static void test_cq_wait_fd(void)
 	while (!received && lt_now_ms() < deadline) {
 		ret = fi_trywait(dom.fabric, fids, 1);
 		if (ret == 0) {
-			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
 			polls++;
 			if (poll(&pfd, 1, 3000) != 1)
@@ -446,16 +449,19 @@ static void test_cq_wait_fd(void)
 		if (!sent && fi_cq_read(txa, &entry, 1) == 1)
 			sent = true;
 	}
-	LT_CHECK(received, "wait fd: the receive completes through the trywait/poll loop "
-		 "(last ret %zd)", ret);
-	LT_CHECK(poll_timeouts == 0, "wait fd: poll() reported the fd readable whenever trywait "
+	LT_CHECK(received,
+		 "wait fd: the receive completes through the trywait/poll loop "
+		 "(last ret %zd)",
+		 ret);
+	LT_CHECK(poll_timeouts == 0,
+		 "wait fd: poll() reported the fd readable whenever trywait "
 		 "allowed sleeping with a message pending (%u of %u polls timed out)",
 		 poll_timeouts, polls);
 
 	/* Idle and drained: trywait lets the application sleep, and poll stays quiet. */
 	deadline = lt_now_ms() + 2000;
 	while (!sent && lt_now_ms() < deadline) {
-		(void)fi_cq_read(rxb, &entry, 0);
+		(void) fi_cq_read(rxb, &entry, 0);
 		if (fi_cq_read(txa, &entry, 1) == 1)
 			sent = true;
 	}
@@ -464,7 +470,7 @@ static void test_cq_wait_fd(void)
 	do {
 		ret = fi_trywait(dom.fabric, fids, 1);
 		if (ret == -FI_EAGAIN)
-			(void)fi_cq_read(rxb, &entry, 1);
+			(void) fi_cq_read(rxb, &entry, 1);
 	} while (ret == -FI_EAGAIN && lt_now_ms() < deadline);
 	LT_CHECK_RET(ret, 0, "wait fd: fi_trywait returns 0 on a drained, idle CQ");
 out:
@@ -500,11 +506,11 @@ static void *sreader_main(void *arg)
 
 static void test_cq_sread(enum fi_wait_obj wait_obj, const char *wname)
 {
-	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = wait_obj };
-	struct fi_cq_attr none_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = wait_obj};
+	struct fi_cq_attr none_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
 	struct fid_cq *cq = NULL, *txa = NULL, *rxa = NULL, *txb = NULL;
 	struct fi_context2 sctx, rctx;
-	struct raw_ep a = { 0 }, b = { 0 };
+	struct raw_ep a = {0}, b = {0};
 	struct fi_cq_entry entry;
 	struct sreader s;
 	pthread_t thread;
@@ -521,10 +527,10 @@ static void test_cq_sread(enum fi_wait_obj wait_obj, const char *wname)
 	LT_CHECK_RET(ret, -FI_EAGAIN, "sread %s: times out on an empty CQ", wname);
 	LT_CHECK(lt_now_ms() - t0 >= 300 - SLACK_MS,
 		 "sread %s: waited at least its 300 ms timeout (%llu ms)", wname,
-		 (unsigned long long)(lt_now_ms() - t0));
+		 (unsigned long long) (lt_now_ms() - t0));
 
 	/* fi_cq_signal wakes a thread blocked in sread. */
-	s = (struct sreader){ .cq = cq, .timeout_ms = 20000 };
+	s = (struct sreader){.cq = cq, .timeout_ms = 20000};
 	if (pthread_create(&thread, NULL, sreader_main, &s) == 0) {
 		lt_sleep_ms(300);
 		ret = fi_cq_signal(cq);
@@ -532,7 +538,8 @@ static void test_cq_sread(enum fi_wait_obj wait_obj, const char *wname)
 		pthread_join(thread, NULL);
 		LT_CHECK(s.ret == -FI_EAGAIN && s.elapsed_ms < 10000,
 			 "sread %s: fi_cq_signal wakes the blocked sread with -FI_EAGAIN (ret %zd "
-			 "after %llu ms)", wname, s.ret, (unsigned long long)s.elapsed_ms);
+			 "after %llu ms)",
+			 wname, s.ret, (unsigned long long) s.elapsed_ms);
 	}
 
 	/* A blocked sread drives progress itself and returns the completion. */
@@ -551,12 +558,12 @@ static void test_cq_sread(enum fi_wait_obj wait_obj, const char *wname)
 		ret = fi_recv(b.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, &rctx);
 	if (!LT_CHECK_RET(ret, 0, "sread %s: endpoint with this CQ for receives", wname))
 		goto out;
-	s = (struct sreader){ .cq = cq, .timeout_ms = LT_TIMEOUT_MS };
+	s = (struct sreader){.cq = cq, .timeout_ms = LT_TIMEOUT_MS};
 	if (pthread_create(&thread, NULL, sreader_main, &s) == 0) {
 		uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
 		bool sent = false;
 
-		struct fid_cq *cqs[1] = { txa };
+		struct fid_cq *cqs[1] = {txa};
 
 		lt_sleep_ms(100);
 		ret = send_retry(a.ep, buf, sizeof(buf), NULL, NULL, a.peer, &sctx, cqs, 1);
@@ -566,7 +573,8 @@ static void test_cq_sread(enum fi_wait_obj wait_obj, const char *wname)
 		pthread_join(thread, NULL);
 		LT_CHECK(s.ret == 1 && s.entry.op_context == &rctx,
 			 "sread %s: a blocked sread returns the receive completion (ret %zd after "
-			 "%llu ms)", wname, s.ret, (unsigned long long)s.elapsed_ms);
+			 "%llu ms)",
+			 wname, s.ret, (unsigned long long) s.elapsed_ms);
 	}
 out:
 	raw_ep_close(&a);
@@ -594,15 +602,15 @@ static void *cntr_poker_main(void *arg)
 
 	lt_sleep_ms(200);
 	if (p->error)
-		(void)fi_cntr_adderr(p->cntr, 1);
+		(void) fi_cntr_adderr(p->cntr, 1);
 	else
-		(void)fi_cntr_add(p->cntr, 10);
+		(void) fi_cntr_add(p->cntr, 10);
 	return NULL;
 }
 
 static void test_cntr(enum fi_wait_obj wait_obj, const char *wname)
 {
-	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = wait_obj };
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = wait_obj};
 	struct fid_cntr *cntr = NULL;
 	struct cntr_poker poker;
 	pthread_t thread;
@@ -634,26 +642,29 @@ static void test_cntr(enum fi_wait_obj wait_obj, const char *wname)
 		     wname);
 	LT_CHECK(lt_now_ms() - t0 >= 300 - SLACK_MS,
 		 "cntr %s: waited at least its 300 ms timeout (%llu ms)", wname,
-		 (unsigned long long)(lt_now_ms() - t0));
+		 (unsigned long long) (lt_now_ms() - t0));
 	LT_CHECK(fi_cntr_readerr(cntr) == 1, "cntr %s: timeout leaves the error value alone",
 		 wname);
 
-	poker = (struct cntr_poker){ .cntr = cntr };
+	poker = (struct cntr_poker){.cntr = cntr};
 	if (pthread_create(&thread, NULL, cntr_poker_main, &poker) == 0) {
 		t0 = lt_now_ms();
 		ret = fi_cntr_wait(cntr, 12, 10000);
 		LT_CHECK(ret == 0 && fi_cntr_read(cntr) >= 12 && lt_now_ms() - t0 < 10000,
 			 "cntr %s: wait returns when another thread adds past the threshold "
-			 "(ret %d)", wname, ret);
+			 "(ret %d)",
+			 wname, ret);
 		pthread_join(thread, NULL);
 	}
-	poker = (struct cntr_poker){ .cntr = cntr, .error = true };
+	poker = (struct cntr_poker){.cntr = cntr, .error = true};
 	if (pthread_create(&thread, NULL, cntr_poker_main, &poker) == 0) {
 		t0 = lt_now_ms();
 		ret = fi_cntr_wait(cntr, 1000, 10000);
-		LT_CHECK(ret < 0 && ret != -FI_ETIMEDOUT && lt_now_ms() - t0 < 10000,
-			 "cntr %s: an error increment unblocks the wait with an error (ret %d after "
-			 "%llu ms)", wname, ret, (unsigned long long)(lt_now_ms() - t0));
+		LT_CHECK(
+			ret < 0 && ret != -FI_ETIMEDOUT && lt_now_ms() - t0 < 10000,
+			"cntr %s: an error increment unblocks the wait with an error (ret %d after "
+			"%llu ms)",
+			wname, ret, (unsigned long long) (lt_now_ms() - t0));
 		pthread_join(thread, NULL);
 	}
 	if (wait_obj == FI_WAIT_FD) {
@@ -671,11 +682,11 @@ static void test_cntr(enum fi_wait_obj wait_obj, const char *wname)
 
 static void test_mr(void)
 {
-	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
 	struct fid_cq *txa = NULL, *rxa = NULL, *txb = NULL, *rxb = NULL, *others[2];
 	struct fid_mr *smr = NULL, *rmr = NULL, *vmr = NULL;
 	struct fi_context2 sctx, rctx;
-	struct raw_ep a = { 0 }, b = { 0 };
+	struct raw_ep a = {0}, b = {0};
 	struct fi_cq_entry entry;
 	char *sbuf = calloc(1, 65536), *rbuf = calloc(1, 65536);
 	struct iovec iov;
@@ -687,7 +698,7 @@ static void test_mr(void)
 	LT_CHECK_RET(ret, 0, "MR: fi_mr_reg of a send buffer");
 	ret = fi_mr_reg(dom.domain, rbuf, 65536, FI_RECV, 0, 1, 0, &rmr, NULL);
 	LT_CHECK_RET(ret, 0, "MR: fi_mr_reg of a receive buffer");
-	iov = (struct iovec){ .iov_base = sbuf, .iov_len = 4096 };
+	iov = (struct iovec){.iov_base = sbuf, .iov_len = 4096};
 	ret = fi_mr_regv(dom.domain, &iov, 1, FI_SEND | FI_RECV, 0, 2, 0, &vmr, NULL);
 	LT_CHECK_RET(ret, 0, "MR: fi_mr_regv with one iov");
 	if (!smr || !rmr)
@@ -752,7 +763,7 @@ out:
 enum busy_object { BUSY_CQ, BUSY_CNTR, BUSY_AV, BUSY_EQ, BUSY_DOMAIN, BUSY_FABRIC, BUSY_COUNT };
 
 static const char *const busy_names[BUSY_COUNT] = {
-	[BUSY_CQ] = "busy CQ", [BUSY_CNTR] = "busy counter", [BUSY_AV] = "busy AV",
+	[BUSY_CQ] = "busy CQ", [BUSY_CNTR] = "busy counter",  [BUSY_AV] = "busy AV",
 	[BUSY_EQ] = "busy EQ", [BUSY_DOMAIN] = "busy domain", [BUSY_FABRIC] = "busy fabric",
 };
 
@@ -770,17 +781,17 @@ static void test_busy(void *arg)
 	struct busy_arg *ba = arg;
 	struct fi_info *info = ba->info;
 	const char *name = busy_names[ba->which];
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE };
-	struct fi_cntr_attr cntr_attr = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE };
-	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_NONE };
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
+	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
+	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_NONE};
 	struct fid_cq *txa = NULL, *rxa = NULL, *txb = NULL, *rxb = NULL, *others[2];
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	struct fid_fabric *fabric = NULL;
 	struct fid_domain *domain = NULL;
 	struct fid_cntr *cntr = NULL;
 	struct fid_eq *eq = NULL;
 	struct fi_context2 sctx, rctx;
-	struct raw_ep a = { 0 }, b = { 0 };
+	struct raw_ep a = {0}, b = {0};
 	struct fi_cq_entry entry;
 	char buf[32] = "still works";
 	struct lt_dom saved = dom;
@@ -886,9 +897,8 @@ static void test_busy(void *arg)
 		ret = read_one(rxb, false, &entry, others, 1, LT_TIMEOUT_MS);
 		LT_CHECK(ret == 1 && entry.op_context == &rctx, "%s: the receive completes", name);
 		while (fi_cntr_read(cntr) < 1 && lt_now_ms() < deadline)
-			(void)fi_cq_read(txa, &entry, 0);
-		LT_CHECK(fi_cntr_read(cntr) == 1,
-			 "%s: the counter counted the send", name);
+			(void) fi_cq_read(txa, &entry, 0);
+		LT_CHECK(fi_cntr_read(cntr) == 1, "%s: the counter counted the send", name);
 	}
 
 	/* In the right order, every close succeeds. */
@@ -919,21 +929,26 @@ out:
 	if (eq)
 		fi_close(&eq->fid);
 	if (domain)
-		LT_CHECK_RET(fi_close(&domain->fid), 0, "%s: close the domain when it is empty", name);
+		LT_CHECK_RET(fi_close(&domain->fid), 0, "%s: close the domain when it is empty",
+			     name);
 	if (fabric)
-		LT_CHECK_RET(fi_close(&fabric->fid), 0, "%s: close the fabric when it is empty", name);
+		LT_CHECK_RET(fi_close(&fabric->fid), 0, "%s: close the fabric when it is empty",
+			     name);
 	dom = saved;
 }
 
 int main(int argc, char **argv)
 {
 	static const enum fi_cq_format formats[] = {
-		FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED,
+		FI_CQ_FORMAT_CONTEXT,
+		FI_CQ_FORMAT_MSG,
+		FI_CQ_FORMAT_DATA,
+		FI_CQ_FORMAT_TAGGED,
 	};
 	struct fi_info *hints, *info;
 	int ret;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 	hints = lt_hints(FI_MSG);
 	/* Threads touch different endpoints of one domain at once. */
@@ -958,7 +973,7 @@ int main(int argc, char **argv)
 	test_mr();
 	/* A provider that frees an object it refused to close would take the program down. */
 	for (int which = 0; which < BUSY_COUNT; which++) {
-		struct busy_arg ba = { .info = info, .which = which };
+		struct busy_arg ba = {.info = info, .which = which};
 
 		lt_isolated(busy_names[which], test_busy, &ba, 30000);
 	}

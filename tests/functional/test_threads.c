@@ -27,7 +27,7 @@ struct header {
 struct side {
 	struct lt_ep *ep;
 	fi_addr_t peer;
-	atomic_size_t tx_done;	/* send completions read, by any sender thread of this side */
+	atomic_size_t tx_done; /* send completions read, by any sender thread of this side */
 	atomic_size_t tx_errors;
 	size_t tx_expected;
 };
@@ -36,16 +36,16 @@ struct sender {
 	struct side *side;
 	uint32_t id;
 	size_t posted;
-	ssize_t fatal;		/* a send error other than -FI_EAGAIN */
+	ssize_t fatal; /* a send error other than -FI_EAGAIN */
 	struct fi_context2 ctx[PER_SENDER];
 };
 
 struct receiver {
 	struct side *side;
-	size_t expected;	/* messages from all senders of the other side */
+	size_t expected; /* messages from all senders of the other side */
 	uint32_t first_id, nsenders;
 	size_t received, out_of_order, corrupt, errors;
-	struct header *got;	/* per posted receive, in posting order: what it got */
+	struct header *got; /* per posted receive, in posting order: what it got */
 };
 
 static uint64_t deadline;
@@ -61,9 +61,9 @@ static void drain_tx(struct side *s)
 	ssize_t ret = fi_cq_read(s->ep->tx.cq, e, 16);
 
 	if (ret > 0) {
-		atomic_fetch_add(&s->tx_done, (size_t)ret);
+		atomic_fetch_add(&s->tx_done, (size_t) ret);
 	} else if (ret == -FI_EAVAIL) {
-		struct fi_cq_err_entry err = { 0 };
+		struct fi_cq_err_entry err = {0};
 
 		if (fi_cq_readerr(s->ep->tx.cq, &err, 0) == 1) {
 			atomic_fetch_add(&s->tx_done, 1);
@@ -89,11 +89,11 @@ static void *sender_main(void *arg)
 	}
 	while (snd->posted < PER_SENDER && lt_now_ms() < deadline) {
 		uint64_t seq = snd->posted;
-		struct header h = { .sender = snd->id, .len = (uint32_t)msg_len(seq), .seq = seq };
+		struct header h = {.sender = snd->id, .len = (uint32_t) msg_len(seq), .seq = seq};
 		char *buf = area + off;
 		ssize_t ret;
 
-		lt_fill(buf, h.len, ((uint64_t)snd->id << 32) | seq);
+		lt_fill(buf, h.len, ((uint64_t) snd->id << 32) | seq);
 		memcpy(buf, &h, sizeof(h));
 		ret = fi_send(s->ep->ep, buf, h.len, NULL, s->peer, &snd->ctx[seq]);
 		if (ret == 0) {
@@ -142,7 +142,7 @@ static void check_message(struct receiver *r, size_t post, const char *buf, size
 		r->corrupt++;
 		return;
 	}
-	lt_fill(copy, len, ((uint64_t)h.sender << 32) | h.seq);
+	lt_fill(copy, len, ((uint64_t) h.sender << 32) | h.seq);
 	if (memcmp(copy + sizeof(h), buf + sizeof(h), len - sizeof(h)))
 		r->corrupt++;
 	free(copy);
@@ -151,7 +151,7 @@ static void check_message(struct receiver *r, size_t post, const char *buf, size
 /* Per sender, the sequence numbers in posting order are 0, 1, 2... with none missing. */
 static void check_order(struct receiver *r)
 {
-	uint64_t next[4] = { 0 };
+	uint64_t next[4] = {0};
 
 	for (size_t p = 0; p < r->expected; p++) {
 		struct header *h = &r->got[p];
@@ -171,7 +171,7 @@ static void *receiver_main(void *arg)
 	struct fid_cq *cq = r->side->ep->rx.cq;
 	struct fi_context2 ctx[WINDOW];
 	struct fi_cq_tagged_entry junk;
-	char *bufs = malloc((size_t)WINDOW * LARGE);
+	char *bufs = malloc((size_t) WINDOW * LARGE);
 	size_t posted = 0, post_of_slot[WINDOW];
 
 	r->got = calloc(r->expected, sizeof(*r->got));
@@ -182,8 +182,9 @@ static void *receiver_main(void *arg)
 	}
 	for (size_t i = 0; i < WINDOW && posted < r->expected; i++) {
 		while (fi_recv(ep, bufs + i * LARGE, LARGE, NULL, FI_ADDR_UNSPEC, &ctx[i]) ==
-		       -FI_EAGAIN && lt_now_ms() < deadline)
-			(void)fi_cq_read(cq, &junk, 0);
+			       -FI_EAGAIN &&
+		       lt_now_ms() < deadline)
+			(void) fi_cq_read(cq, &junk, 0);
 		post_of_slot[i] = posted++;
 	}
 	while (r->received < r->expected && lt_now_ms() < deadline) {
@@ -191,14 +192,14 @@ static void *receiver_main(void *arg)
 		ssize_t ret = fi_cq_read(cq, e, 8);
 
 		if (ret == -FI_EAVAIL) {
-			struct fi_cq_err_entry err = { 0 };
+			struct fi_cq_err_entry err = {0};
 
 			if (fi_cq_readerr(cq, &err, 0) == 1)
 				r->errors++;
 			continue;
 		}
 		for (ssize_t k = 0; k < ret; k++) {
-			size_t slot = (size_t)((struct fi_context2 *)e[k].op_context - ctx);
+			size_t slot = (size_t) ((struct fi_context2 *) e[k].op_context - ctx);
 
 			if (slot >= WINDOW) {
 				r->errors++;
@@ -208,15 +209,16 @@ static void *receiver_main(void *arg)
 			r->received++;
 			if (posted < r->expected) {
 				while (fi_recv(ep, bufs + slot * LARGE, LARGE, NULL, FI_ADDR_UNSPEC,
-					       &ctx[slot]) == -FI_EAGAIN && lt_now_ms() < deadline)
-					(void)fi_cq_read(cq, &junk, 0);
+					       &ctx[slot]) == -FI_EAGAIN &&
+				       lt_now_ms() < deadline)
+					(void) fi_cq_read(cq, &junk, 0);
 				post_of_slot[slot] = posted++;
 			}
 		}
 	}
 	/* Give back what is still posted before the buffers go. */
 	for (size_t i = 0; i < WINDOW; i++)
-		(void)fi_cancel(&ep->fid, &ctx[i]);
+		(void) fi_cancel(&ep->fid, &ctx[i]);
 	{
 		uint64_t until = lt_now_ms() + 200;
 		struct fi_cq_err_entry err;
@@ -224,7 +226,7 @@ static void *receiver_main(void *arg)
 
 		while (lt_now_ms() < until) {
 			if (fi_cq_read(cq, &e, 1) == -FI_EAVAIL)
-				(void)fi_cq_readerr(cq, &err, 0);
+				(void) fi_cq_readerr(cq, &err, 0);
 		}
 	}
 	check_order(r);
@@ -238,17 +240,17 @@ int main(int argc, char **argv)
 	struct fi_info *hints, *info;
 	struct lt_dom dom;
 	struct lt_ep a, b;
-	struct side sa = { .ep = &a, .tx_expected = 2 * PER_SENDER };
-	struct side sb = { .ep = &b, .tx_expected = PER_SENDER };
-	static struct sender s0 = { .id = 0 }, s1 = { .id = 1 }, s2 = { .id = 2 };
-	struct receiver ra = { .side = &sa, .expected = PER_SENDER, .first_id = 2, .nsenders = 1 };
-	struct receiver rb = { .side = &sb, .expected = 2 * PER_SENDER, .first_id = 0,
-			       .nsenders = 2 };
+	struct side sa = {.ep = &a, .tx_expected = 2 * PER_SENDER};
+	struct side sb = {.ep = &b, .tx_expected = PER_SENDER};
+	static struct sender s0 = {.id = 0}, s1 = {.id = 1}, s2 = {.id = 2};
+	struct receiver ra = {.side = &sa, .expected = PER_SENDER, .first_id = 2, .nsenders = 1};
+	struct receiver rb = {
+		.side = &sb, .expected = 2 * PER_SENDER, .first_id = 0, .nsenders = 2};
 	pthread_t t[5];
 	uint64_t t0;
 	int ret;
 
-	(void)argc;
+	(void) argc;
 	lt_begin(argv[0]);
 	hints = lt_hints(FI_MSG);
 	hints->domain_attr->threading = FI_THREAD_SAFE;
@@ -282,10 +284,10 @@ int main(int argc, char **argv)
 		return lt_end();
 	for (int i = 0; i < 5; i++)
 		pthread_join(t[i], NULL);
-	lt_note("threads: %llu ms", (unsigned long long)(lt_now_ms() - t0));
+	lt_note("threads: %llu ms", (unsigned long long) (lt_now_ms() - t0));
 
 	LT_CHECK(s0.posted == PER_SENDER && s1.posted == PER_SENDER && s2.posted == PER_SENDER &&
-		 !s0.fatal && !s1.fatal && !s2.fatal,
+			 !s0.fatal && !s1.fatal && !s2.fatal,
 		 "every sender posted its %d messages (%zu, %zu, %zu; errors %zd %zd %zd)",
 		 PER_SENDER, s0.posted, s1.posted, s2.posted, s0.fatal, s1.fatal, s2.fatal);
 	LT_CHECK(atomic_load(&sa.tx_done) == sa.tx_expected && !atomic_load(&sa.tx_errors),
@@ -294,9 +296,10 @@ int main(int argc, char **argv)
 	LT_CHECK(atomic_load(&sb.tx_done) == sb.tx_expected && !atomic_load(&sb.tx_errors),
 		 "peer's sends complete once (%zu of %zu)", atomic_load(&sb.tx_done),
 		 sb.tx_expected);
-	LT_CHECK(rb.received == rb.expected && !rb.errors,
-		 "receiver thread gets all %zu messages of two concurrent senders (%zu, %zu errors)",
-		 rb.expected, rb.received, rb.errors);
+	LT_CHECK(
+		rb.received == rb.expected && !rb.errors,
+		"receiver thread gets all %zu messages of two concurrent senders (%zu, %zu errors)",
+		rb.expected, rb.received, rb.errors);
 	LT_CHECK(!rb.out_of_order && !rb.corrupt,
 		 "... once each, in order per sender, intact (%zu out of order, %zu corrupt)",
 		 rb.out_of_order, rb.corrupt);
@@ -304,8 +307,8 @@ int main(int argc, char **argv)
 		 "receiving while the same endpoint sends: all %zu arrive (%zu, %zu errors)",
 		 ra.expected, ra.received, ra.errors);
 	LT_CHECK(!ra.out_of_order && !ra.corrupt,
-		 "... once each, matched in order, intact (%zu out of order, %zu corrupt)", ra.out_of_order,
-		 ra.corrupt);
+		 "... once each, matched in order, intact (%zu out of order, %zu corrupt)",
+		 ra.out_of_order, ra.corrupt);
 
 	lt_ep_close(&a);
 	lt_ep_close(&b);

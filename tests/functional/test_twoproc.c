@@ -41,7 +41,7 @@ static int open_side(struct fi_info **info, struct lt_dom *dom, struct lt_ep *ep
 
 static bool parent_gone(int rfd)
 {
-	struct pollfd pfd = { .fd = rfd, .events = POLLIN };
+	struct pollfd pfd = {.fd = rfd, .events = POLLIN};
 
 	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
 }
@@ -70,7 +70,8 @@ static int child_main(const char *role, int rfd, int wfd)
 		return 2;
 	if (!strcmp(role, "hello")) {
 		strcpy(sbuf, "hello");
-		if (lt_send(&ep, sbuf, 6, parent, &sctx) || !lt_cq_next(&ep.tx, &comp, LT_TIMEOUT_MS))
+		if (lt_send(&ep, sbuf, 6, parent, &sctx) ||
+		    !lt_cq_next(&ep.tx, &comp, LT_TIMEOUT_MS))
 			return 3;
 	}
 	if (lt_recv(&ep, rbuf, MAX_MSG, FI_ADDR_UNSPEC, &rctx))
@@ -81,7 +82,7 @@ static int child_main(const char *role, int rfd, int wfd)
 		if (comp.err)
 			return 4;
 		if (comp.len == 0)
-			_exit(0);	/* abruptly: no fi_close, no goodbye */
+			_exit(0); /* abruptly: no fi_close, no goodbye */
 		if (comp.len == 1 && rbuf[0] == CMD_QUIT)
 			break;
 		memcpy(sbuf, rbuf, comp.len);
@@ -190,7 +191,7 @@ static void test_peer_death(struct lt_child *child, fi_addr_t peer, struct fi_co
 			break;
 		status = -1;
 	}
-	(void)lt_child_reap(child, 1000, status == -1);
+	(void) lt_child_reap(child, 1000, status == -1);
 	LT_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		 "death: the child exited abruptly as told (status %#x)", status);
 
@@ -236,13 +237,16 @@ static void test_peer_death(struct lt_child *child, fi_addr_t peer, struct fi_co
 		if (big_done && die_done && resolved + hung >= DEAD_SENDS)
 			break;
 	}
-	LT_CHECK(big_done && big_failed, "death: the pending 16 MiB send completes with an error "
+	LT_CHECK(big_done && big_failed,
+		 "death: the pending 16 MiB send completes with an error "
 		 "(the peer never took it) within 15 s (%s)",
 		 big_done ? (big_failed ? "error" : "success") : "never completed");
 	LT_CHECK(hung == 0, "death: no send to the dead peer stays at -FI_EAGAIN for %d ms (%zu)",
 		 LT_TIMEOUT_MS, hung);
-	LT_CHECK(resolved == DEAD_SENDS, "death: all %d later sends resolve within the time "
-		 "allowed (%zu)", DEAD_SENDS, resolved);
+	LT_CHECK(resolved == DEAD_SENDS,
+		 "death: all %d later sends resolve within the time "
+		 "allowed (%zu)",
+		 DEAD_SENDS, resolved);
 	LT_CHECK(failed > 0, "death: the loss of the peer is reported (%zu of %d sends failed)",
 		 failed, DEAD_SENDS);
 	LT_CHECK(rx_ok == 0, "death: no receive completes successfully with nothing sent");
@@ -258,7 +262,7 @@ int main(int argc, char **argv)
 	struct fi_context2 posted;
 	char posted_buf[64];
 	bool posted_alive = true;
-	struct lt_child child = { .to_child = -1, .from_child = -1 };
+	struct lt_child child = {.to_child = -1, .from_child = -1};
 	struct fi_info *info;
 	struct lt_comp comp;
 	fi_addr_t peer;
@@ -297,10 +301,10 @@ int main(int argc, char **argv)
 			     "restart: the receive posted again");
 	peer = start_child("hello", &child);
 	if (!LT_CHECK(peer != FI_ADDR_NOTAVAIL, "restart: a new child started, new address "
-		      "inserted"))
+						"inserted"))
 		return lt_end();
 	LT_CHECK(lt_cq_next(&ep.rx, &comp, LT_TIMEOUT_MS) && !comp.err &&
-		 comp.op_context == &posted && !strcmp(posted_buf, "hello"),
+			 comp.op_context == &posted && !strcmp(posted_buf, "hello"),
 		 "restart: the new child's first message lands in the receive posted before the "
 		 "old child died");
 	ok = ping_pong(peer, 50, 5000);
