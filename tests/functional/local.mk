@@ -39,3 +39,6 @@ tests_functional_test_peer_loss_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_twoproc
 tests_functional_test_twoproc_SOURCES = tests/functional/test_twoproc.c $(func_common)
 tests_functional_test_twoproc_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_tagged
+tests_functional_test_tagged_SOURCES = tests/functional/test_tagged.c $(func_common)
+tests_functional_test_tagged_LDADD = $(func_ldadd)
