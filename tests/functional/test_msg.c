@@ -558,7 +558,7 @@ static void test_selective_and_counters(void)
 	struct fid_cntr *scntr = NULL, *rcntr = NULL;
 	struct lt_ep s = {0}, r = {0};
 	struct fi_context2 sctx[3], rctx[4];
-	char sbuf[3][32], rbuf[4][32];
+	char sbuf[3][32] = { { 0 } }, rbuf[4][32];
 	fi_addr_t s_to_r, r_to_s;
 	struct lt_comp comp;
 	ssize_t ret;
