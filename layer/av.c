@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "layer/av.h"
+#include "layer/av_set.h"
 
 /* Open flags the AV knows of; which of them are implemented is checked one by one. */
 #define LAYER_AV_OPEN_FLAGS (FI_EVENT | FI_READ | FI_SYMMETRIC | FI_AV_USER_ID)
@@ -408,12 +409,6 @@ err_format:
 	return NULL;
 }
 
-static int layer_av_no_set(struct fid_av *av_fid, struct fi_av_set_attr *attr,
-			   struct fid_av_set **av_set, void *context)
-{
-	return -FI_ENOSYS;
-}
-
 static int layer_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	/* an EQ only matters to FI_EVENT AVs, which cannot be opened yet */
@@ -453,7 +448,7 @@ static struct fi_ops_av layer_av_ops = {
 	.remove = layer_av_remove,
 	.lookup = layer_av_lookup,
 	.straddr = layer_av_straddr,
-	.av_set = layer_av_no_set,
+	.av_set = layer_av_set_open,
 };
 
 /* Validates attr against what this stage implements; the resolved type goes to *type. */

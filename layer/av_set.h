@@ -1,0 +1,77 @@
+/*
+ * AV sets (fi_av_set(3)) of ofi_layer: ordered subsets of an AV's fi_addrs, on util's id
+ * sets. Members are the fi_addrs the application uses; an AV entry removed later stays a
+ * member until it is removed from the set (layer_av_get_addr refuses it when a member is
+ * used).
+ *
+ * fi_av_set_addr hands out a collective address: a tagged handle (LAYER_AV_SET_ADDR_TAG in
+ * the top byte, never a valid AV fi_addr nor FI_ADDR_NOTAVAIL) naming the set and its
+ * membership at the time of the call; it stops resolving when the set changes or closes.
+ */
+#ifndef LAYER_AV_SET_H
+#define LAYER_AV_SET_H
+
+#include <rdma/fi_collective.h>
+
+#include "layer/av.h"
+#include "util/av_set.h"
+
+/* Top byte of every collective address; AV fi_addrs must keep it clear (see av.c). */
+#define LAYER_AV_SET_ADDR_TAG 0xa5ULL
+#define LAYER_AV_SET_ADDR_SHIFT 56
+/* Longest communication key stored with a set. */
+#define LAYER_AV_SET_COMM_KEY_MAX 256
+
+/*
+ * Public extension, for applications (to move into include/rdma/fi_ext_layer.h): the
+ * members of an AV set in order, and its communication key, through
+ *	fi_open_ops(&set->fid, FI_LAYER_AV_SET_OPS, 0, (void **) &ops, NULL)
+ * Both calls follow fi_av_lookup's buffer convention: *count (*key_size) in is the room in
+ * the buffer, out the full size; 0 when everything fitted, -FI_ETOOSMALL when the buffer held
+ * only the first part (a size query passes 0 and may pass NULL), -FI_EINVAL for a NULL
+ * count or size, or a set that is not ofi_layer's.
+ */
+#define FI_LAYER_AV_SET_OPS "ofi_layer_av_set"
+
+struct fi_layer_av_set_ops {
+	size_t size;
+	int (*members)(struct fid_av_set *set, fi_addr_t *addrs, size_t *count);
+	int (*comm_key)(struct fid_av_set *set, void *key, size_t *key_size);
+};
+
+struct layer_av_set {
+	struct fid_av_set av_set_fid;
+	struct layer_av *av;	    /* holds a reference: the AV cannot close under the set */
+	struct util_av_set members; /* fi_addrs in order; under av->lock */
+	uint64_t flags;		    /* creation flags */
+	uint8_t *comm_key;	    /* copied from the attributes; NULL when none */
+	size_t comm_key_size;
+	uint32_t addr_slot;   /* registry slot of its collective address, or UINT32_MAX */
+	bool is_addr_current; /* an address handed out names the current membership */
+};
+
+int layer_av_set_open(struct fid_av *av, struct fi_av_set_attr *attr, struct fid_av_set **set,
+		      void *context);
+
+/* Whether fi_addr has the shape of a collective address (no lookup: cheap on data paths). */
+static inline bool layer_av_set_is_coll_addr(fi_addr_t fi_addr)
+{
+	return fi_addr >> LAYER_AV_SET_ADDR_SHIFT == LAYER_AV_SET_ADDR_TAG;
+}
+
+/*
+ * The set a collective address names, for fi_join_collective: 0, or -FI_EINVAL when
+ * coll_addr is not a collective address, names a set that is closed, belongs to another AV,
+ * or has changed since the address was handed out. The caller keeps the set open while it
+ * uses it.
+ */
+int layer_av_set_from_coll_addr(struct layer_av *av, fi_addr_t coll_addr,
+				struct layer_av_set **set);
+
+/*
+ * The members in order, copied under the AV's lock into addrs: *count in is the room, out
+ * the number of members. 0, or -FI_ETOOSMALL when only the first *count (in) were copied.
+ */
+int layer_av_set_get_members(struct layer_av_set *set, fi_addr_t *addrs, size_t *count);
+
+#endif /* LAYER_AV_SET_H */
