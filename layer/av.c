@@ -38,7 +38,7 @@
  * fi_addr <-> table index. For now both AV types hand out the table index itself; FI_AV_MAP
  * will carry the slot's generation too, so these two functions are the only ones to change.
  */
-static inline fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index)
+fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index)
 {
 	return (fi_addr_t) index;
 }
@@ -51,11 +51,8 @@ static inline int layer_av_fi_addr_to_index(const struct layer_av *av, fi_addr_t
 					    size_t *index)
 {
 	/* a prefetch never faults, even for an fi_addr far out of range */
-	__builtin_prefetch(
-		(const void *) ((uintptr_t) av->table.addrs + (uintptr_t) fi_addr * av->addrlen));
-
 	/* compared as fi_addr_t first, so a 64-bit value is never truncated into range */
-	if (unlikely(fi_addr >= av->table.end || !util_av_table_is_live(&av->table, fi_addr)))
+	if (unlikely(fi_addr >= av->table.st->end || !util_av_table_is_live(&av->table, fi_addr)))
 		return -FI_EINVAL;
 	*index = (size_t) fi_addr;
 	return 0;
@@ -138,7 +135,7 @@ fi_addr_t layer_av_find(struct layer_av *av, const void *addr, size_t addrlen)
 		return FI_ADDR_NOTAVAIL;
 
 	util_lock_acquire(&av->lock);
-	if (!util_av_table_find(&av->table, norm, &index))
+	if (!util_av_table_find(&av->table, norm, &index, NULL))
 		fi_addr = layer_av_index_to_fi_addr(av, index);
 	util_lock_release(&av->lock);
 	return fi_addr;

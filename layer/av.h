@@ -31,6 +31,11 @@ int layer_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid
  * a live entry (never inserted, removed, stale or forged).
  */
 int layer_av_get_addr(struct layer_av *av, fi_addr_t fi_addr, void *addr, size_t *index);
+/*
+ * The fi_addr of a live table index (FI_AV_TABLE: the index; FI_AV_MAP: the handle with its
+ * generation). For code that walks the table (AV sets), with the AV lock held.
+ */
+fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index);
 /* Reverse lookup of a (raw, not yet normalised) address: its fi_addr or FI_ADDR_NOTAVAIL. */
 fi_addr_t layer_av_find(struct layer_av *av, const void *addr, size_t addrlen);
 /* Normalises a sockaddr into out (addrlen bytes): 0 or -FI_EINVAL for a wrong family/size. */

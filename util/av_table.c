@@ -1,35 +1,105 @@
 /*
- * Address table (see av_table.h). Three dense arrays indexed by table index (addresses,
- * generations, and the free-index heap, all of the same capacity so that a removal never has
- * to allocate), plus a separate open-addressing hash for address -> index.
+ * Address table (see av_table.h).
  *
- * The hash holds index + 1 per slot (0 empty, UINT32_MAX a tombstone) and is probed
- * linearly. Duplicates are allowed, so a search cannot stop at the first match: it walks the
- * whole probe chain up to an empty slot and keeps the lowest live index. Insertions never
- * compare addresses (they take the first empty or tombstone slot), and they reach the hash
- * in batches (the pending list) with their slots prefetched, since one random cache miss per
- * insertion would otherwise cost more than everything else together. The hash is rebuilt
- * from the dense arrays (sequential reads) when live, pending and tombstone entries would
- * pass half the slots.
+ * Entries: key, then the generation word (bit 0 live, bit 1 claimed by a removal in
+ * progress, bits 2..31 the generation), in slots of `stride` bytes. The word is the entry's
+ * seqlock: a key is written while the entry is not live and published by the release store
+ * that makes it live, so a reader that sees the same live word before and after copying the
+ * key has a consistent copy.
+ *
+ * Hash: open addressing with linear probing over any number of slots (a 64x64 -> 128-bit
+ * multiply maps the hash onto them, so the size need not be a power of two and the memory
+ * follows the entry count closely). Insertions reach it in batches (the pending list) with
+ * their slots prefetched, because one random cache miss per insertion would otherwise cost
+ * more than everything else together. While hashing an entry the chain is walked to its end,
+ * which finds any other live copy of the key: both are then marked, and only marked keys make
+ * a lookup walk past its first match. Tombstones are cleared by rebuilding in place; only
+ * growth allocates a new array. A sequence count, odd while the writer changes the hash or
+ * the pending list, lets lookups run without the owner's lock.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "util/av_table.h"
 
-#define AV_TABLE_DEFAULT_COUNT 64
-/* index + 1 must stay below the tombstone value */
-#define AV_TABLE_MAX_ENTRIES ((size_t) UINT32_MAX - 1)
+#define AV_DEFAULT_COUNT 64
 /* A hint larger than this is not preallocated: the table grows on demand past it. */
-#define AV_TABLE_MAX_PREALLOC ((size_t) 1 << 22)
+#define AV_MAX_PREALLOC ((size_t) 1 << 22)
 #define AV_HASH_MIN_SLOTS 16
 #define AV_HASH_EMPTY 0u
 #define AV_HASH_DELETED UINT32_MAX
+
+/* generation word */
 #define AV_GEN_LIVE 1u
-/* entries hashed ahead of their insertion during a rebuild (power of two) */
+#define AV_GEN_CLAIM 2u
+#define AV_GEN_SHIFT 2
+
+/* hash slot meta */
+#define AV_META_EXACT 1u
+#define AV_META_DUP 2u
+
+/*
+ * Load factors, slots counted with tombstones and pending entries: the hash is rebuilt above
+ * 3/5; a rebuild that has to grow aims at 9/20 so that a good share of insertions fit before
+ * the next one.
+ */
+#define AV_LOAD_MAX_NUM 3
+#define AV_LOAD_MAX_DEN 5
+#define AV_GROW_SLOTS_NUM 20
+#define AV_GROW_SLOTS_DEN 9
+
+/* entries hashed ahead of their insertion while rebuilding or removing */
 #define AV_PREFETCH_DIST 8
+/* arrays this large are mapped directly, with transparent huge pages asked for */
+#define AV_BIG_ALLOC ((size_t) 2 << 20)
+/* lock-free lookups retried this often before the caller is told to lock */
+#define AV_FIND_TRIES 8
+
+struct util_av_retired {
+	struct util_av_retired *next;
+	void *mem;
+	size_t size;
+};
+
+/* ---- memory ---- */
+
+static size_t av_alloc_size(size_t size)
+{
+	return size >= AV_BIG_ALLOC ? (size + AV_BIG_ALLOC - 1) & ~(AV_BIG_ALLOC - 1) : size;
+}
+
+/*
+ * Zeroed memory. Large arrays are looked up at random: huge pages spare most of their TLB
+ * misses, which in a virtual machine cost as much as the cache miss itself.
+ */
+static void *av_alloc(size_t size)
+{
+	void *mem;
+
+	if (size < AV_BIG_ALLOC)
+		return calloc(1, size);
+	mem = mmap(NULL, av_alloc_size(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
+	if (mem == MAP_FAILED)
+		return NULL;
+	(void) madvise(mem, av_alloc_size(size), MADV_HUGEPAGE);
+	return mem;
+}
+
+static void av_free(void *mem, size_t size)
+{
+	if (!mem)
+		return;
+	if (size < AV_BIG_ALLOC)
+		free(mem);
+	else
+		munmap(mem, av_alloc_size(size));
+}
+
+/* ---- hashing ---- */
 
 /* murmur3's 64-bit finaliser: a bijection with full avalanche. */
 static inline uint64_t av_mix64(uint64_t h)
@@ -43,14 +113,13 @@ static inline uint64_t av_mix64(uint64_t h)
 }
 
 /*
- * Each 8-byte word goes through an invertible step (xor, odd multiply, xor-shift), so two
- * addresses that differ in a single word never collide before the final mix; for a
- * sockaddr_in (family, port and IPv4 address all in the first word) the 64-bit hash is
- * collision-free.
+ * Each 8-byte word goes through an invertible step (xor, odd multiply, xor-shift). With every
+ * word after the first zero, the whole function is therefore a bijection of the first word:
+ * that is what makes exact keys comparable by their hash alone.
  */
-static inline uint64_t av_hash(const void *addr, size_t len)
+static inline uint64_t av_hash(const void *key, size_t len)
 {
-	const uint8_t *p = addr;
+	const uint8_t *p = key;
 	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len;
 	uint64_t w;
 
@@ -68,6 +137,26 @@ static inline uint64_t av_hash(const void *addr, size_t len)
 	return av_mix64(h);
 }
 
+/* A key whose bytes past the first eight are zero: its hash identifies it. */
+static inline bool av_is_exact(const void *key, size_t len)
+{
+	const uint8_t *p = key;
+	uint64_t w, acc = 0;
+	size_t off;
+
+	if (len == 16) {
+		memcpy(&w, p + 8, 8);
+		return w == 0;
+	}
+	for (off = 8; off + 8 <= len; off += 8) {
+		memcpy(&w, p + off, 8);
+		acc |= w;
+	}
+	for (; off < len; off++)
+		acc |= p[off];
+	return acc == 0;
+}
+
 static inline bool av_equal(const void *a, const void *b, size_t len)
 {
 	uint64_t a0, a1, b0, b1;
@@ -83,22 +172,90 @@ static inline bool av_equal(const void *a, const void *b, size_t len)
 	return memcmp(a, b, len) == 0;
 }
 
-/* 8 hash bits kept per slot, independent of the bits that chose the slot */
-static inline uint8_t av_tag(uint64_t hv)
+static inline size_t av_home(uint64_t hv, uint64_t nslots)
 {
-	return (uint8_t) (hv >> 56);
+	return (size_t) (((unsigned __int128) hv * nslots) >> 64);
 }
 
-static inline uint8_t *av_addr_at(const struct util_av_table *table, size_t index)
+static inline size_t av_next(size_t pos, uint64_t nslots)
 {
-	return table->addrs + index * table->addrlen;
+	return pos + 1 == nslots ? 0 : pos + 1;
 }
 
-/* Free-index min-heap. free_cap == capacity >= end > free_cnt, so a push never allocates. */
+static inline size_t av_prev(size_t pos, uint64_t nslots)
+{
+	return pos ? pos - 1 : (size_t) nslots - 1;
+}
+
+/* ---- entries ---- */
+
+static inline size_t av_gen_off(size_t keylen)
+{
+	return (keylen + 3) & ~(size_t) 3;
+}
+
+/*
+ * The entry of index, or NULL past the allocated entries. Safe without the lock: chunks are
+ * published before the capacity that covers them and never move.
+ */
+static inline uint8_t *av_entry(const struct util_av_table *table, size_t index)
+{
+	const struct util_av_table_state *st = table->st;
+	size_t q, base;
+	unsigned k;
+	uint8_t *chunk;
+
+	if (index >= __atomic_load_n(&st->capacity, __ATOMIC_ACQUIRE))
+		return NULL;
+	q = (index >> table->chunk_shift) + 1;
+	k = 63 - (unsigned) __builtin_clzll(q);
+	chunk = atomic_load_explicit(&table->chunk[k], memory_order_acquire);
+	base = (((size_t) 1 << k) - 1) << table->chunk_shift;
+	return chunk + (index - base) * st->stride;
+}
+
+static inline uint32_t *av_gen_ptr(const struct util_av_table *table, uint8_t *entry)
+{
+	return (uint32_t *) (entry + av_gen_off(table->st->keylen));
+}
+
+static inline uint32_t av_gen_load(const struct util_av_table *table, uint8_t *entry)
+{
+	return __atomic_load_n(av_gen_ptr(table, entry), __ATOMIC_ACQUIRE);
+}
+
+static inline void av_gen_store(const struct util_av_table *table, uint8_t *entry, uint32_t word)
+{
+	__atomic_store_n(av_gen_ptr(table, entry), word, __ATOMIC_RELEASE);
+}
+
+/* The word a removal leaves: not live, next generation. */
+static inline uint32_t av_gen_bump(uint32_t word)
+{
+	return (((word >> AV_GEN_SHIFT) + 1) & UTIL_AV_TABLE_GEN_MASK) << AV_GEN_SHIFT;
+}
+
+/* ---- sequence count (hash and pending list) ---- */
+
+static inline void av_seq_begin(struct util_av_table_state *st)
+{
+	atomic_store_explicit(&st->seq, atomic_load_explicit(&st->seq, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static inline void av_seq_end(struct util_av_table_state *st)
+{
+	atomic_store_explicit(&st->seq, atomic_load_explicit(&st->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+}
+
+/* ---- free-index heap; free_cap >= end > free_cnt, so a push never allocates ---- */
+
 static void av_heap_push(struct util_av_table *table, uint32_t index)
 {
 	uint32_t *heap = table->free_heap;
-	size_t pos = table->free_cnt++;
+	size_t pos = table->st->free_cnt++;
 
 	while (pos) {
 		size_t parent = (pos - 1) / 2;
@@ -115,8 +272,8 @@ static uint32_t av_heap_pop(struct util_av_table *table)
 {
 	uint32_t *heap = table->free_heap;
 	uint32_t top = heap[0];
-	uint32_t last = heap[--table->free_cnt];
-	size_t n = table->free_cnt;
+	size_t n = --table->st->free_cnt;
+	uint32_t last = heap[n];
 	size_t pos = 0;
 
 	for (;;) {
@@ -136,322 +293,737 @@ static uint32_t av_heap_pop(struct util_av_table *table)
 	return top;
 }
 
-static inline void av_prefetch_slot(const struct util_av_table *table, uint64_t hv)
+/* Every index below end that is not live, ascending: a sorted array is a valid min-heap. */
+static void av_heap_refill(struct util_av_table *table)
 {
-	size_t pos = hv & table->hash_mask;
+	struct util_av_table_state *st = table->st;
+	size_t i;
 
-	__builtin_prefetch(&table->hash[pos], 1);
-	__builtin_prefetch(&table->hash_tag[pos], 1);
-}
-
-/* Puts index into the first empty or tombstone slot of its chain (no address compared). */
-static void av_hash_put(struct util_av_table *table, size_t index, uint64_t hv)
-{
-	size_t pos = hv & table->hash_mask;
-	uint32_t slot;
-
-	for (;;) {
-		slot = table->hash[pos];
-		if (slot == AV_HASH_EMPTY || slot == AV_HASH_DELETED)
-			break;
-		pos = (pos + 1) & table->hash_mask;
+	st->free_cnt = 0;
+	for (i = 0; i < st->end; i++) {
+		if (!(av_gen_load(table, av_entry(table, i)) & AV_GEN_LIVE))
+			table->free_heap[st->free_cnt++] = (uint32_t) i;
 	}
-	if (slot == AV_HASH_EMPTY)
-		table->hash_used++;
-	table->hash[pos] = (uint32_t) (index + 1);
-	table->hash_tag[pos] = av_tag(hv);
 }
 
-static void av_hash_del(struct util_av_table *table, size_t index)
-{
-	size_t mask = table->hash_mask;
-	size_t pos = av_hash(av_addr_at(table, index), table->addrlen) & mask;
+/* ---- hash ---- */
 
-	while (table->hash[pos] != index + 1)
-		pos = (pos + 1) & mask;
+static inline const void *av_key_at(const struct util_av_table *table, size_t index)
+{
+	return av_entry(table, index);
+}
+
+/* Whether the slot holds the same key as entry index (hashes already equal). */
+static bool av_slot_same_key(const struct util_av_table *table,
+			     const struct util_av_hash_slot *slot, size_t index, bool is_exact)
+{
+	if (is_exact && (slot->meta & AV_META_EXACT))
+		return true;
+	return av_equal(av_key_at(table, slot->ref - 1), av_key_at(table, index),
+			table->st->keylen);
+}
+
+/*
+ * Puts entry index into the first free slot of its chain. The chain is walked to its end
+ * either way, to mark other live copies of the key (a tombstone taken early could otherwise
+ * hide one that lies further on).
+ */
+static void av_hash_put(struct util_av_table *table, struct util_av_hash *hash, size_t index,
+			uint64_t hv)
+{
+	const void *key = av_key_at(table, index);
+	bool is_exact = av_is_exact(key, table->st->keylen);
+	size_t pos = av_home(hv, hash->nslots);
+	size_t place = SIZE_MAX;
+	struct util_av_hash_slot *slot;
+	uint32_t meta, gen;
+	bool has_dup = false;
+
+	for (;; pos = av_next(pos, hash->nslots)) {
+		slot = &hash->slot[pos];
+		if (slot->ref == AV_HASH_EMPTY)
+			break;
+		if (slot->ref == AV_HASH_DELETED) {
+			if (place == SIZE_MAX)
+				place = pos;
+		} else if (slot->hv == hv && av_slot_same_key(table, slot, index, is_exact)) {
+			slot->meta |= AV_META_DUP;
+			has_dup = true;
+		}
+	}
+	if (place == SIZE_MAX) {
+		place = pos;
+		table->st->hash_used++;
+	}
+	gen = av_gen_load(table, (uint8_t *) key) >> AV_GEN_SHIFT;
+	meta = gen << AV_GEN_SHIFT | (has_dup ? AV_META_DUP : 0) | (is_exact ? AV_META_EXACT : 0);
+	slot = &hash->slot[place];
+	slot->hv = hv;
+	slot->meta = meta;
+	slot->ref = (uint32_t) (index + 1);
+}
+
+static void av_hash_del(struct util_av_table *table, size_t index, uint64_t hv)
+{
+	struct util_av_hash *hash = table->hash;
+	uint64_t n = hash->nslots;
+	size_t pos = av_home(hv, n);
+
+	while (hash->slot[pos].ref != index + 1)
+		pos = av_next(pos, n);
 
 	/*
 	 * A slot followed by an empty one ends its chain: it can become empty too, and so can
 	 * the tombstones just before it, which keeps chains short without a rebuild.
 	 */
-	if (table->hash[(pos + 1) & mask] != AV_HASH_EMPTY) {
-		table->hash[pos] = AV_HASH_DELETED;
+	if (hash->slot[av_next(pos, n)].ref != AV_HASH_EMPTY) {
+		hash->slot[pos].ref = AV_HASH_DELETED;
 		return;
 	}
 	do {
-		table->hash[pos] = AV_HASH_EMPTY;
-		table->hash_used--;
-		pos = (pos - 1) & mask;
-	} while (table->hash[pos] == AV_HASH_DELETED);
+		hash->slot[pos].ref = AV_HASH_EMPTY;
+		table->st->hash_used--;
+		pos = av_prev(pos, n);
+	} while (hash->slot[pos].ref == AV_HASH_DELETED);
+}
+
+static inline void av_prefetch_slot(const struct util_av_hash *hash, uint64_t hv)
+{
+	__builtin_prefetch(&hash->slot[av_home(hv, hash->nslots)], 1);
+}
+
+/* Hashes every live entry into hash (empty), prefetching slots a few entries ahead. */
+static void av_hash_fill(struct util_av_table *table, struct util_av_hash *hash)
+{
+	struct util_av_table_state *st = table->st;
+	uint64_t ahead[AV_PREFETCH_DIST];
+	bool is_live[AV_PREFETCH_DIST];
+	size_t i, j;
+
+	st->hash_used = 0;
+	for (i = 0; i < st->end + AV_PREFETCH_DIST; i++) {
+		if (i >= AV_PREFETCH_DIST) {
+			j = i - AV_PREFETCH_DIST;
+			if (is_live[j % AV_PREFETCH_DIST])
+				av_hash_put(table, hash, j, ahead[j % AV_PREFETCH_DIST]);
+		}
+		if (i < st->end) {
+			const uint8_t *entry = av_entry(table, i);
+
+			is_live[i % AV_PREFETCH_DIST] = av_gen_load(table, (uint8_t *) entry) &
+							AV_GEN_LIVE;
+			if (is_live[i % AV_PREFETCH_DIST]) {
+				ahead[i % AV_PREFETCH_DIST] = av_hash(entry, st->keylen);
+				av_prefetch_slot(hash, ahead[i % AV_PREFETCH_DIST]);
+			}
+		}
+	}
+	/* every live entry is hashed now, the pending ones included */
+	st->pending_cnt = 0;
+}
+
+static size_t av_hash_bytes(size_t nslots)
+{
+	return sizeof(struct util_av_hash) + nslots * sizeof(struct util_av_hash_slot);
 }
 
 /*
- * Slots for a rebuild holding live entries: load at most 3/8 afterwards, so at least 1/8 of
- * the slots are inserted before the next rebuild; and at least end / 2, because a rebuild
- * scans the dense arrays up to end: both keep rebuilds amortised O(1) per insertion.
+ * Makes room in the hash for live entries in all (tombstones dropped): in place when the
+ * array is large enough, else into a larger one; the old array is retired, since lock-free
+ * readers may still be walking it. Nothing changes on failure.
  */
-static size_t av_hash_slots(size_t live, size_t end)
+static int av_hash_rebuild(struct util_av_table *table, size_t live)
 {
-	size_t slots = util_roundup_pow2(UTIL_MAX((live * 8 + 2) / 3, end / 2));
+	struct util_av_table_state *st = table->st;
+	struct util_av_hash *hash = table->hash, *bigger;
+	struct util_av_retired *retired;
+	size_t nslots;
 
-	return UTIL_MAX(slots, (size_t) AV_HASH_MIN_SLOTS);
-}
-
-static int av_hash_rebuild(struct util_av_table *table, size_t slots)
-{
-	uint64_t ahead[AV_PREFETCH_DIST];
-	uint32_t *hash;
-	uint8_t *tag;
-	uint64_t hv;
-	size_t i;
-
-	hash = calloc(slots, sizeof(*hash));
-	if (!hash)
-		return -FI_ENOMEM;
-	tag = malloc(slots);
-	if (!tag) {
-		free(hash);
-		return -FI_ENOMEM;
+	if (live * AV_GROW_SLOTS_NUM <= hash->nslots * AV_GROW_SLOTS_DEN || table->is_attached) {
+		av_seq_begin(st);
+		memset(hash->slot, 0, hash->nslots * sizeof(hash->slot[0]));
+		av_hash_fill(table, hash);
+		av_seq_end(st);
+		return 0;
 	}
-	free(table->hash);
-	free(table->hash_tag);
-	table->hash = hash;
-	table->hash_tag = tag;
-	table->hash_mask = slots - 1;
-	table->hash_used = 0;
-	/* every live entry is hashed below, the pending ones included */
-	table->pending_cnt = 0;
 
 	/*
-	 * Slots are hashed AV_PREFETCH_DIST entries ahead and prefetched, so the random accesses
-	 * into the new hash overlap instead of stalling one after another.
+	 * At least end / 4 slots, because a rebuild scans the entries up to end: that keeps
+	 * rebuilds amortised O(1) per operation after many removals.
 	 */
-	for (i = 0; i < table->end + AV_PREFETCH_DIST; i++) {
-		if (i >= AV_PREFETCH_DIST && (table->gen[i - AV_PREFETCH_DIST] & AV_GEN_LIVE))
-			av_hash_put(table, i - AV_PREFETCH_DIST, ahead[i % AV_PREFETCH_DIST]);
-		if (i < table->end && (table->gen[i] & AV_GEN_LIVE)) {
-			hv = av_hash(av_addr_at(table, i), table->addrlen);
-			av_prefetch_slot(table, hv);
-			ahead[i % AV_PREFETCH_DIST] = hv;
-		}
+	nslots = UTIL_MAX(live * AV_GROW_SLOTS_NUM / AV_GROW_SLOTS_DEN + 1, st->end / 4);
+	nslots = UTIL_MAX(nslots, (size_t) AV_HASH_MIN_SLOTS);
+	retired = malloc(sizeof(*retired));
+	bigger = av_alloc(av_hash_bytes(nslots));
+	if (!retired || !bigger) {
+		free(retired);
+		av_free(bigger, av_hash_bytes(nslots));
+		return -FI_ENOMEM;
 	}
+	bigger->nslots = nslots;
+
+	av_seq_begin(st);
+	av_hash_fill(table, bigger);
+	atomic_store_explicit(&table->hash, bigger, memory_order_release);
+	av_seq_end(st);
+
+	/* Mapped arrays give their pages back now; reading them again only finds zeros. */
+	retired->mem = hash;
+	retired->size = av_hash_bytes(hash->nslots);
+	retired->next = table->retired;
+	table->retired = retired;
+	if (retired->size >= AV_BIG_ALLOC)
+		(void) madvise(hash, av_alloc_size(retired->size), MADV_DONTNEED);
 	return 0;
 }
 
 /* Hashes the pending entries, their slots prefetched first so the misses overlap. */
 static void av_hash_flush(struct util_av_table *table)
 {
+	struct util_av_table_state *st = table->st;
+	struct util_av_hash *hash = table->hash;
 	size_t i;
 
-	for (i = 0; i < table->pending_cnt; i++)
-		av_prefetch_slot(table, table->pending_hash[i]);
-	for (i = 0; i < table->pending_cnt; i++)
-		av_hash_put(table, table->pending[i], table->pending_hash[i]);
-	table->pending_cnt = 0;
+	if (!st->pending_cnt)
+		return;
+	av_seq_begin(st);
+	for (i = 0; i < st->pending_cnt; i++)
+		av_prefetch_slot(hash, st->pending_hash[i]);
+	for (i = 0; i < st->pending_cnt; i++)
+		av_hash_put(table, hash, st->pending[i], st->pending_hash[i]);
+	st->pending_cnt = 0;
+	av_seq_end(st);
 }
 
-/* Grows the dense arrays to hold at least need entries; nothing changes on failure. */
-static int av_table_grow(struct util_av_table *table, size_t need)
+/* Rebuilds unless extra more insertions fit under the maximum load. */
+static int av_hash_make_room(struct util_av_table *table, size_t extra)
 {
-	size_t cap = table->capacity ? table->capacity : AV_TABLE_DEFAULT_COUNT;
-	uint8_t *addrs;
-	uint32_t *gen, *heap;
+	struct util_av_table_state *st = table->st;
 
-	while (cap < need)
-		cap *= 2;
-	cap = UTIL_MIN(cap, AV_TABLE_MAX_ENTRIES);
-	if (cap < need || cap > SIZE_MAX / table->addrlen)
-		return -FI_ENOMEM;
+	if ((st->hash_used + st->pending_cnt + extra) * AV_LOAD_MAX_DEN <=
+	    table->hash->nslots * AV_LOAD_MAX_NUM)
+		return 0;
+	return av_hash_rebuild(table, st->count + extra);
+}
 
-	/* Each array is stored back as soon as it is reallocated; capacity moves last. */
-	addrs = realloc(table->addrs, cap * table->addrlen);
-	if (!addrs)
-		return -FI_ENOMEM;
-	table->addrs = addrs;
+/* ---- growth ---- */
 
-	gen = realloc(table->gen, cap * sizeof(*gen));
-	if (!gen)
-		return -FI_ENOMEM;
-	/* generation 0 for slots never used */
-	memset(gen + table->capacity, 0, (cap - table->capacity) * sizeof(*gen));
-	table->gen = gen;
+/* Adds chunks until need entries fit; nothing changes on failure. */
+static int av_grow_entries(struct util_av_table *table, size_t need)
+{
+	struct util_av_table_state *st = table->st;
+	size_t cap = st->capacity, chunk_cnt, heap_cap;
+	unsigned k;
+	uint8_t *chunk;
+	uint32_t *heap;
 
-	heap = realloc(table->free_heap, cap * sizeof(*heap));
-	if (!heap)
-		return -FI_ENOMEM;
-	table->free_heap = heap;
+	if (table->is_attached || need > UTIL_AV_TABLE_MAX_ENTRIES)
+		return -FI_ENOSPC;
 
-	table->capacity = cap;
-	table->free_cap = cap;
+	while (cap < need) {
+		/* chunk k holds 2^k first chunks; capacity is (2^k - 1) first chunks */
+		k = 63 - (unsigned) __builtin_clzll((cap >> table->chunk_shift) + 1);
+		chunk_cnt = (size_t) 1 << (k + table->chunk_shift);
+
+		/* The heap first: a removal must always find room in it. */
+		heap_cap = cap + chunk_cnt;
+		if (heap_cap > table->free_cap) {
+			heap = realloc(table->free_heap, heap_cap * sizeof(*heap));
+			if (!heap)
+				return -FI_ENOMEM;
+			table->free_heap = heap;
+			table->free_cap = heap_cap;
+		}
+		chunk = av_alloc(chunk_cnt * st->stride);
+		if (!chunk)
+			return -FI_ENOMEM;
+		atomic_store_explicit(&table->chunk[k], chunk, memory_order_release);
+		cap += chunk_cnt;
+		__atomic_store_n(&st->capacity, cap, __ATOMIC_RELEASE);
+	}
 	return 0;
 }
 
-int util_av_table_init(struct util_av_table *table, size_t addrlen, size_t initial_count)
+static size_t av_stride(size_t keylen)
 {
-	size_t count;
+	size_t need = av_gen_off(keylen) + sizeof(uint32_t);
+
+	/* a power of two up to a cache line, so that no entry straddles two lines */
+	return need <= 64 ? util_roundup_pow2(need) : (need + 63) & ~(size_t) 63;
+}
+
+/* ---- public ---- */
+
+void util_av_table_refresh(struct util_av_table *table)
+{
+	table->end = table->st->end;
+	table->count = table->st->count;
+}
+
+
+int util_av_table_init(struct util_av_table *table, size_t keylen, size_t initial_count)
+{
+	struct util_av_hash *hash;
+	size_t count, nslots;
 	int ret;
 
-	if (!addrlen)
+	if (!keylen)
 		return -FI_EINVAL;
 
 	memset(table, 0, sizeof(*table));
-	table->addrlen = addrlen;
+	table->st = &table->own;
+	table->st->keylen = keylen;
+	table->st->stride = av_stride(keylen);
 
-	count = initial_count ? UTIL_MIN(initial_count, AV_TABLE_MAX_PREALLOC)
-			      : AV_TABLE_DEFAULT_COUNT;
-	ret = av_table_grow(table, count);
+	count = initial_count ? UTIL_MIN(initial_count, AV_MAX_PREALLOC) : AV_DEFAULT_COUNT;
+	count = util_roundup_pow2(UTIL_MAX(count, (size_t) AV_DEFAULT_COUNT));
+	table->chunk_shift = (unsigned) __builtin_ctzll(count);
+	ret = av_grow_entries(table, count);
 	if (ret)
-		goto err_free_arrays;
+		goto err_fini;
 
-	/* initial_count entries fit without a rebuild: load stays <= 1/2 */
-	ret = av_hash_rebuild(table,
-			      UTIL_MAX(util_roundup_pow2(count * 2), (size_t) AV_HASH_MIN_SLOTS));
-	if (ret)
-		goto err_free_arrays;
+	/* initial_count entries fit without a rebuild */
+	nslots = UTIL_MAX(count * AV_LOAD_MAX_DEN / AV_LOAD_MAX_NUM + 1,
+			  (size_t) AV_HASH_MIN_SLOTS);
+	hash = av_alloc(av_hash_bytes(nslots));
+	if (!hash) {
+		ret = -FI_ENOMEM;
+		goto err_fini;
+	}
+	hash->nslots = nslots;
+	atomic_store_explicit(&table->hash, hash, memory_order_release);
 	return 0;
 
-err_free_arrays:
+err_fini:
 	util_av_table_fini(table);
 	return ret;
 }
 
 void util_av_table_fini(struct util_av_table *table)
 {
-	free(table->hash_tag);
-	free(table->hash);
-	free(table->free_heap);
-	free(table->gen);
-	free(table->addrs);
+	struct util_av_table_state *st = table->st;
+	struct util_av_retired *retired;
+	size_t chunk_cnt;
+	unsigned k;
+
+	if (!st)
+		return;
+	if (!table->is_attached) {
+		while ((retired = table->retired)) {
+			table->retired = retired->next;
+			av_free(retired->mem, retired->size);
+			free(retired);
+		}
+		if (table->hash)
+			av_free(table->hash, av_hash_bytes(table->hash->nslots));
+		for (k = 0; k < UTIL_AV_TABLE_MAX_CHUNKS; k++) {
+			chunk_cnt = (size_t) 1 << (k + table->chunk_shift);
+			av_free(table->chunk[k], chunk_cnt * st->stride);
+		}
+		free(table->free_heap);
+	}
 	memset(table, 0, sizeof(*table));
 }
 
-int util_av_table_insert(struct util_av_table *table, const void *addr, size_t *index)
+/* Attached layout: state, entries, heap, hash; each part 64-byte aligned. */
+struct av_region_layout {
+	size_t entries_off, heap_off, hash_off, size, nslots;
+};
+
+static void av_region_layout(size_t keylen, size_t capacity, struct av_region_layout *l)
 {
-	uint64_t hv = av_hash(addr, table->addrlen);
+	size_t off = (sizeof(struct util_av_table_state) + 63) & ~(size_t) 63;
+
+	l->entries_off = off;
+	off += capacity * av_stride(keylen);
+	l->heap_off = (off + 63) & ~(size_t) 63;
+	off = l->heap_off + capacity * sizeof(uint32_t);
+	l->hash_off = (off + 63) & ~(size_t) 63;
+	/* fixed: a full table stays at a load of 1/2 */
+	l->nslots = UTIL_MAX(2 * capacity + 1, (size_t) AV_HASH_MIN_SLOTS);
+	l->size = l->hash_off + av_hash_bytes(l->nslots);
+}
+
+size_t util_av_table_region_size(size_t keylen, size_t capacity)
+{
+	struct av_region_layout l;
+
+	av_region_layout(keylen, capacity, &l);
+	return l.size;
+}
+
+int util_av_table_attach(struct util_av_table *table, void *region, size_t size, size_t keylen,
+			 size_t capacity, bool is_new)
+{
+	struct util_av_table_state *st = region;
+	struct av_region_layout l;
+	uint8_t *base = region;
+	struct util_av_hash *hash;
+
+	if (!keylen || !capacity || capacity > UTIL_AV_TABLE_MAX_ENTRIES || !region)
+		return -FI_EINVAL;
+	av_region_layout(keylen, capacity, &l);
+	if (size < l.size)
+		return -FI_EINVAL;
+	hash = (struct util_av_hash *) (base + l.hash_off);
+
+	if (is_new) {
+		st->keylen = keylen;
+		st->stride = av_stride(keylen);
+		st->capacity = capacity;
+		st->entries_off = l.entries_off;
+		st->heap_off = l.heap_off;
+		st->hash_off = l.hash_off;
+		hash->nslots = l.nslots;
+	} else if (st->keylen != keylen || st->stride != av_stride(keylen) ||
+		   st->capacity != capacity || st->entries_off != l.entries_off ||
+		   st->heap_off != l.heap_off || st->hash_off != l.hash_off ||
+		   hash->nslots != l.nslots || st->end > capacity) {
+		return -FI_EINVAL;
+	}
+
+	memset(table, 0, sizeof(*table));
+	table->st = st;
+	table->is_attached = true;
+	/* one chunk covering every index below capacity */
+	table->chunk_shift = (unsigned) __builtin_ctzll(util_roundup_pow2(capacity));
+	atomic_store_explicit(&table->chunk[0], base + l.entries_off, memory_order_release);
+	table->free_heap = (uint32_t *) (base + l.heap_off);
+	table->free_cap = capacity;
+	atomic_store_explicit(&table->hash, hash, memory_order_release);
+	util_av_table_refresh(table);
+	return 0;
+}
+
+int util_av_table_reserve(struct util_av_table *table, size_t count)
+{
+	struct util_av_table_state *st = table->st;
+	size_t need;
+	int ret;
+
+	if (count > UTIL_AV_TABLE_MAX_ENTRIES - st->count)
+		return -FI_ENOSPC;
+	/* holes are filled first; only what does not fit in them extends the table */
+	need = st->end + (count > st->free_cnt ? count - st->free_cnt : 0);
+	if (need > st->capacity && !table->is_attached) {
+		ret = av_grow_entries(table, need);
+		if (ret)
+			return ret;
+	}
+	return av_hash_make_room(table, count);
+}
+
+void util_av_table_flush(struct util_av_table *table)
+{
+	av_hash_flush(table);
+}
+
+int util_av_table_insert(struct util_av_table *table, const void *key, size_t *index)
+{
+	struct util_av_table_state *st = table->st;
+	uint8_t *entry;
+	uint32_t word;
+	uint64_t hv;
 	size_t idx;
 	int ret;
 
-	if (!table->free_cnt && table->end == table->capacity) {
-		if (table->end >= AV_TABLE_MAX_ENTRIES)
-			return -FI_EINVAL;
-		ret = av_table_grow(table, table->end + 1);
+	if (!st->free_cnt && st->end == st->capacity) {
+		ret = av_grow_entries(table, st->end + 1);
 		if (ret)
 			return ret;
 	}
+	/* checked before anything changes, so that a flush never needs room */
+	ret = av_hash_make_room(table, 1);
+	if (ret)
+		return ret;
 
-	/*
-	 * Counting tombstones (they lengthen chains as much as live entries do) and pending
-	 * entries: checked here, before anything changes, so that a flush never needs room.
-	 */
-	if ((table->hash_used + table->pending_cnt + 1) * 2 > table->hash_mask + 1) {
-		ret = av_hash_rebuild(table, av_hash_slots(table->count + 1, table->end + 1));
-		if (ret)
-			return ret;
-	}
+	hv = av_hash(key, st->keylen);
+	idx = st->free_cnt ? av_heap_pop(table) : st->end++;
+	entry = av_entry(table, idx);
+	word = av_gen_load(table, entry);
+	/* the key is written while the entry is not live, and published by the live bit */
+	atomic_thread_fence(memory_order_release);
+	memcpy(entry, key, st->keylen);
+	av_gen_store(table, entry, (word & ~(AV_GEN_LIVE | AV_GEN_CLAIM)) | AV_GEN_LIVE);
+	st->count++;
 
-	idx = table->free_cnt ? av_heap_pop(table) : table->end++;
-	memcpy(av_addr_at(table, idx), addr, table->addrlen);
-	table->gen[idx] |= AV_GEN_LIVE;
-	table->count++;
-
-	table->pending[table->pending_cnt] = (uint32_t) idx;
-	table->pending_hash[table->pending_cnt] = hv;
-	if (++table->pending_cnt == UTIL_AV_TABLE_PENDING)
+	av_seq_begin(st);
+	st->pending[st->pending_cnt] = (uint32_t) idx;
+	st->pending_hash[st->pending_cnt] = hv;
+	st->pending_cnt++;
+	av_seq_end(st);
+	if (st->pending_cnt == UTIL_AV_TABLE_PENDING)
 		av_hash_flush(table);
+	util_av_table_refresh(table);
 	*index = idx;
 	return 0;
 }
 
-int util_av_table_remove(struct util_av_table *table, size_t index)
+/* Takes a live entry out of the pending list or the hash, bumps its generation, frees it. */
+static void av_remove_live(struct util_av_table *table, size_t index, uint8_t *entry, uint64_t hv)
 {
+	struct util_av_table_state *st = table->st;
 	size_t i, last;
 
-	if (!util_av_table_is_live(table, index))
-		return -FI_EINVAL;
-
-	for (i = 0; i < table->pending_cnt && table->pending[i] != index; i++)
+	av_seq_begin(st);
+	for (i = 0; i < st->pending_cnt && st->pending[i] != index; i++)
 		;
-	if (i < table->pending_cnt) {
-		last = --table->pending_cnt;
-		table->pending[i] = table->pending[last];
-		table->pending_hash[i] = table->pending_hash[last];
+	if (i < st->pending_cnt) {
+		last = --st->pending_cnt;
+		st->pending[i] = st->pending[last];
+		st->pending_hash[i] = st->pending_hash[last];
 	} else {
-		av_hash_del(table, index);
+		av_hash_del(table, index, hv);
 	}
-	/* clear the live bit and bump the generation (wrapping is fine: it only has to differ) */
-	table->gen[index] = (table->gen[index] & ~AV_GEN_LIVE) + 2;
+	av_seq_end(st);
+	av_gen_store(table, entry, av_gen_bump(av_gen_load(table, entry)));
 	av_heap_push(table, (uint32_t) index);
-	table->count--;
+	st->count--;
+	util_av_table_refresh(table);
+}
+
+int util_av_table_remove(struct util_av_table *table, size_t index)
+{
+	uint8_t *entry = av_entry(table, index);
+
+	if (!entry || !(av_gen_load(table, entry) & AV_GEN_LIVE))
+		return -FI_EINVAL;
+	av_remove_live(table, index, entry, av_hash(entry, table->st->keylen));
 	return 0;
+}
+
+/* Removing every live entry: one pass over the entries, the hash cleared in one go. */
+static void av_remove_all(struct util_av_table *table)
+{
+	struct util_av_table_state *st = table->st;
+	struct util_av_hash *hash = table->hash;
+	uint8_t *entry;
+	uint32_t word;
+	size_t i;
+
+	av_seq_begin(st);
+	memset(hash->slot, 0, hash->nslots * sizeof(hash->slot[0]));
+	st->hash_used = 0;
+	st->pending_cnt = 0;
+	av_seq_end(st);
+	for (i = 0; i < st->end; i++) {
+		entry = av_entry(table, i);
+		word = av_gen_load(table, entry);
+		if (word & AV_GEN_LIVE)
+			av_gen_store(table, entry, av_gen_bump(word));
+		table->free_heap[i] = (uint32_t) i;
+	}
+	st->free_cnt = st->end;
+	st->count = 0;
+	util_av_table_refresh(table);
 }
 
 int util_av_table_remove_list(struct util_av_table *table, const size_t *index, size_t count)
 {
+	struct util_av_table_state *st = table->st;
+	uint64_t ahead[AV_PREFETCH_DIST];
+	uint8_t *entry;
+	uint32_t word;
 	size_t i, j;
 
 	/*
-	 * First pass: claim every entry by clearing its live bit, so an index listed twice is
-	 * seen as not live the second time. On failure the claims are undone: nothing removed.
+	 * First pass: claim every entry (a bit readers ignore), so an index listed twice is
+	 * seen as claimed the second time. On failure the claims are undone: nothing removed.
 	 */
 	for (i = 0; i < count; i++) {
-		if (!util_av_table_is_live(table, index[i])) {
-			for (j = 0; j < i; j++)
-				table->gen[index[j]] |= AV_GEN_LIVE;
+		entry = av_entry(table, index[i]);
+		word = entry ? av_gen_load(table, entry) : 0;
+		if (!(word & AV_GEN_LIVE) || (word & AV_GEN_CLAIM)) {
+			for (j = 0; j < i; j++) {
+				entry = av_entry(table, index[j]);
+				av_gen_store(table, entry, av_gen_load(table, entry) & ~AV_GEN_CLAIM);
+			}
 			return -FI_EINVAL;
 		}
-		table->gen[index[i]] &= ~AV_GEN_LIVE;
+		av_gen_store(table, entry, word | AV_GEN_CLAIM);
 	}
-	for (i = 0; i < count; i++) {
-		table->gen[index[i]] |= AV_GEN_LIVE;
-		util_av_table_remove(table, index[i]);
+	if (count && count == st->count) {
+		av_remove_all(table);
+		return 0;
+	}
+
+	/* Hash slots prefetched a few removals ahead, so that their misses overlap. */
+	for (i = 0; i < count + AV_PREFETCH_DIST; i++) {
+		if (i < count) {
+			entry = av_entry(table, index[i]);
+			ahead[i % AV_PREFETCH_DIST] = av_hash(entry, st->keylen);
+			av_prefetch_slot(table->hash, ahead[i % AV_PREFETCH_DIST]);
+		}
+		if (i >= AV_PREFETCH_DIST) {
+			j = i - AV_PREFETCH_DIST;
+			av_remove_live(table, index[j], av_entry(table, index[j]),
+				       ahead[j % AV_PREFETCH_DIST]);
+		}
 	}
 	return 0;
 }
 
 const void *util_av_table_get(const struct util_av_table *table, size_t index)
 {
-	return util_av_table_is_live(table, index) ? av_addr_at(table, index) : NULL;
+	uint8_t *entry = av_entry(table, index);
+
+	return entry && (av_gen_load(table, entry) & AV_GEN_LIVE) ? entry : NULL;
+}
+
+int util_av_table_read(const struct util_av_table *table, size_t index, void *key, uint32_t *gen)
+{
+	uint8_t *entry = av_entry(table, index);
+	uint32_t first, second;
+
+	if (unlikely(!entry))
+		return -FI_EINVAL;
+	first = av_gen_load(table, entry);
+	if (unlikely(!(first & AV_GEN_LIVE)))
+		return -FI_EINVAL;
+	if (key)
+		memcpy(key, entry, table->st->keylen);
+	atomic_thread_fence(memory_order_acquire);
+	second = __atomic_load_n(av_gen_ptr(table, entry), __ATOMIC_RELAXED);
+	/* removed (and maybe reused) while copying: it was not live at some point */
+	if (unlikely((first ^ second) & ~AV_GEN_CLAIM))
+		return -FI_EINVAL;
+	if (gen)
+		*gen = first >> AV_GEN_SHIFT;
+	return 0;
 }
 
 uint32_t util_av_table_gen(const struct util_av_table *table, size_t index)
 {
-	return index < table->capacity ? table->gen[index] >> 1 : 0;
+	uint8_t *entry = av_entry(table, index);
+
+	return entry ? av_gen_load(table, entry) >> AV_GEN_SHIFT : 0;
 }
 
-int util_av_table_find(const struct util_av_table *table, const void *addr, size_t *index)
+bool util_av_table_is_live(const struct util_av_table *table, size_t index)
 {
-	size_t mask = table->hash_mask;
-	uint64_t hv = av_hash(addr, table->addrlen);
-	uint8_t tag = av_tag(hv);
-	size_t pos = hv & mask;
-	size_t best = SIZE_MAX;
-	uint32_t slot;
-	size_t i;
+	uint8_t *entry = av_entry(table, index);
 
-	/*
-	 * The whole chain: with duplicates, the first match is not necessarily the lowest. The
-	 * tag check avoids touching the addresses of all but about 1/256 of the other entries.
-	 */
-	while ((slot = table->hash[pos]) != AV_HASH_EMPTY) {
-		if (table->hash_tag[pos] == tag && slot != AV_HASH_DELETED && slot - 1 < best &&
-		    av_equal(av_addr_at(table, slot - 1), addr, table->addrlen))
-			best = slot - 1;
-		pos = (pos + 1) & mask;
+	return entry && (av_gen_load(table, entry) & AV_GEN_LIVE);
+}
+
+/*
+ * One lookup over whatever the hash holds right now. Without the lock the arrays may be
+ * changing under it: every index is checked before use and the walk is bounded, and the
+ * caller throws the result away unless the sequence count says nothing changed.
+ */
+static int av_find_once(const struct util_av_table *table, const void *key, uint64_t hv,
+			bool is_exact, size_t *index, uint32_t *gen)
+{
+	const struct util_av_table_state *st = table->st;
+	const struct util_av_hash *hash = atomic_load_explicit(&table->hash, memory_order_acquire);
+	size_t keylen = st->keylen, best = SIZE_MAX;
+	uint64_t n = hash->nslots, steps;
+	size_t pos = av_home(hv, n), pending_cnt, i, idx;
+	const struct util_av_hash_slot *slot;
+	uint32_t best_gen = 0, word;
+	const uint8_t *entry;
+
+	for (steps = 0; steps < n; steps++, pos = av_next(pos, n)) {
+		slot = &hash->slot[pos];
+		if (slot->ref == AV_HASH_EMPTY)
+			break;
+		if (slot->hv != hv || slot->ref == AV_HASH_DELETED || slot->ref - 1 >= best)
+			continue;
+		idx = slot->ref - 1;
+		if (!(is_exact && (slot->meta & AV_META_EXACT))) {
+			entry = av_entry(table, idx);
+			if (!entry || !av_equal(entry, key, keylen))
+				continue;
+		}
+		best = idx;
+		best_gen = slot->meta >> AV_GEN_SHIFT;
+		if (!(slot->meta & AV_META_DUP))
+			break;
 	}
-	for (i = 0; i < table->pending_cnt; i++) {
-		if (table->pending_hash[i] == hv && table->pending[i] < best &&
-		    av_equal(av_addr_at(table, table->pending[i]), addr, table->addrlen))
-			best = table->pending[i];
+
+	/* Pending entries are not in the hash yet; one of them may hold a lower copy. */
+	pending_cnt = UTIL_MIN(st->pending_cnt, (uint64_t) UTIL_AV_TABLE_PENDING);
+	for (i = 0; i < pending_cnt; i++) {
+		idx = st->pending[i];
+		if (st->pending_hash[i] != hv || idx >= best)
+			continue;
+		entry = av_entry(table, idx);
+		if (!entry || !av_equal(entry, key, keylen))
+			continue;
+		word = __atomic_load_n((const uint32_t *) (entry + av_gen_off(keylen)),
+				       __ATOMIC_ACQUIRE);
+		best = idx;
+		best_gen = word >> AV_GEN_SHIFT;
 	}
+
 	if (best == SIZE_MAX)
 		return -FI_ENODATA;
 	*index = best;
+	if (gen)
+		*gen = best_gen;
 	return 0;
+}
+
+int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
+		       uint32_t *gen)
+{
+	struct util_av_table_state *st = table->st;
+	uint64_t hv = av_hash(key, st->keylen);
+	bool is_exact = av_is_exact(key, st->keylen);
+	uint64_t before;
+	size_t idx = 0;
+	uint32_t g = 0;
+	int tries, ret;
+
+	for (tries = 0; tries < AV_FIND_TRIES; tries++) {
+		before = atomic_load_explicit(&st->seq, memory_order_acquire);
+		if (before & 1)
+			continue;
+		ret = av_find_once(table, key, hv, is_exact, &idx, &g);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
+			continue;
+		if (!ret) {
+			*index = idx;
+			if (gen)
+				*gen = g;
+		}
+		return ret;
+	}
+	return -FI_EAGAIN;
+}
+
+void util_av_table_repair(struct util_av_table *table)
+{
+	struct util_av_table_state *st = table->st;
+	uint8_t *entry;
+	uint32_t word;
+	size_t i;
+
+	/* an odd count would send every lock-free reader to the lock forever */
+	if (atomic_load_explicit(&st->seq, memory_order_relaxed) & 1)
+		av_seq_end(st);
+	st->end = UTIL_MIN(st->end, st->capacity);
+	st->count = 0;
+	for (i = 0; i < st->end; i++) {
+		entry = av_entry(table, i);
+		word = av_gen_load(table, entry) & ~AV_GEN_CLAIM;
+		av_gen_store(table, entry, word);
+		if (word & AV_GEN_LIVE)
+			st->count++;
+	}
+	av_heap_refill(table);
+	av_seq_begin(st);
+	memset(table->hash->slot, 0, table->hash->nslots * sizeof(table->hash->slot[0]));
+	av_hash_fill(table, table->hash);
+	av_seq_end(st);
+	util_av_table_refresh(table);
 }
 
 size_t util_av_table_mem_size(const struct util_av_table *table)
 {
-	return table->capacity *
-		       (table->addrlen + sizeof(*table->gen) + sizeof(*table->free_heap)) +
-	       (table->hash_mask + 1) * (sizeof(*table->hash) + sizeof(*table->hash_tag));
+	const struct util_av_table_state *st = table->st;
+
+	return st->capacity * st->stride + table->free_cap * sizeof(uint32_t) +
+	       av_hash_bytes(table->hash->nslots);
 }

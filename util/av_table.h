@@ -1,56 +1,132 @@
 /*
- * Address table for address vectors: fixed-size addresses stored by index, the lowest free
- * index reused after a removal, a generation count per slot (bumped on every removal, so a
- * handle that carries it can be recognised as stale), and an open-addressing hash from
- * address bytes to index for O(1) reverse lookup. Compact: addrlen + 8 bytes per entry
- * (address, generation, free-heap slot) plus the hash (5-byte slots at 1/4..1/2 load, so
- * 10..20 bytes per entry). No allocation per entry; removal never allocates.
- * Not thread safe: the owner locks.
+ * Address table for address vectors: fixed-size keys (addresses) stored by index, the lowest
+ * free index reused after a removal, a generation count per slot (bumped on every removal, so
+ * a handle that carries it can be recognised as stale), and an open-addressing hash from key
+ * bytes to index for O(1) reverse lookup.
+ *
+ * Layout, chosen so that each lookup costs one cache miss:
+ * - entries: the key, then its 32-bit generation word, in one slot of `stride` bytes (a power
+ *   of two up to 64, so a slot never straddles a cache line). Private tables keep them in
+ *   chunks that never move (chunk k holds 2^k times the first chunk's entries), so readers
+ *   need no lock to follow an index.
+ * - hash: 16-byte slots holding the key's full 64-bit hash, the index and the generation. A
+ *   key whose bytes past the eighth are all zero (a normalised sockaddr_in) is "exact": its
+ *   hash is a bijection of its first eight bytes, so two exact keys with equal hashes are
+ *   equal and a reverse lookup never touches the entry. A slot also says whether another
+ *   live copy of its key may exist (duplicates are allowed; the lowest index wins), so a
+ *   lookup can stop at the first match.
+ *
+ * Memory per entry: stride (32 for sockaddr_in and sockaddr_in6) + 4 (free-index heap) + 16
+ * per hash slot at a load of 0.45..0.6 (27..36 bytes).
+ *
+ * Concurrency: one writer at a time (the owner locks around insert, remove, flush, reserve,
+ * repair). util_av_table_read and util_av_table_find may run without that lock, concurrently
+ * with the writer: entries are read under their generation word (a per-entry seqlock), the
+ * hash under a table-wide sequence count; old hash arrays are retired, not freed, until fini
+ * (their memory is given back to the system, their address range kept).
+ *
+ * A table may also live in memory the caller provides (util_av_table_attach: shared memory of
+ * a named AV): fixed capacity, offsets instead of pointers in the shared part, so every
+ * process maps it wherever it likes.
  */
 #ifndef UTIL_AV_TABLE_H
 #define UTIL_AV_TABLE_H
 
+#include <stdatomic.h>
+
 #include "util/util.h"
 
+/* Insertions reach the hash in batches of this many, their hash slots prefetched together. */
 #define UTIL_AV_TABLE_PENDING 32
+/* Private tables: chunk k holds 2^k times the first chunk (so 2^32 entries fit in 33). */
+#define UTIL_AV_TABLE_MAX_CHUNKS 33
+/* Bits of generation kept per slot; it wraps at 2^30. */
+#define UTIL_AV_TABLE_GEN_BITS 30
+#define UTIL_AV_TABLE_GEN_MASK ((1u << UTIL_AV_TABLE_GEN_BITS) - 1)
+/* Largest number of entries (index + 1 must fit in 32 bits next to the tombstone value). */
+#define UTIL_AV_TABLE_MAX_ENTRIES ((size_t) UINT32_MAX - 1)
 
-struct util_av_table {
-	size_t addrlen;        /* bytes per address */
-	size_t capacity;       /* slots allocated (grows by doubling) */
-	size_t end;            /* 1 + highest index ever used (high-water mark) */
-	size_t count;          /* live entries */
-	uint8_t *addrs;        /* capacity * addrlen */
-	uint32_t *gen;         /* per slot: generation << 1 | is_live */
-	/* free indices below end, smallest first: a binary min-heap */
-	uint32_t *free_heap;
-	size_t free_cnt;
-	size_t free_cap;
-	/* reverse lookup: open addressing, linear probing; holds index + 1, 0 = empty,
-	 * UINT32_MAX = deleted */
-	uint32_t *hash;
-	uint8_t *hash_tag;     /* per hash slot: 8 more hash bits, to skip most compares */
-	size_t hash_mask;
-	size_t hash_used;      /* slots not empty (live + deleted) */
-	/*
-	 * Entries inserted but not yet in the hash, with their hashes: they are hashed
-	 * UTIL_AV_TABLE_PENDING at a time so that the cache misses of single insertions
-	 * overlap. find and remove look here too.
-	 */
-	size_t pending_cnt;
+/*
+ * The part of a table that may be shared between processes: sizes and counters only, no
+ * pointers. For an attached table the offsets locate the arrays in the attached region.
+ */
+struct util_av_table_state {
+	uint64_t keylen;            /* bytes per key */
+	uint64_t stride;            /* bytes per entry: key, generation word, padding */
+	uint64_t capacity;          /* entries allocated (attached: the fixed maximum) */
+	uint64_t end;               /* 1 + highest index ever used (high-water mark) */
+	uint64_t count;             /* live entries */
+	uint64_t free_cnt;          /* entries in the free-index heap */
+	uint64_t hash_used;         /* hash slots not empty (live + tombstones) */
+	uint64_t pending_cnt;       /* inserted entries not in the hash yet */
+	_Atomic uint64_t seq;       /* odd while the writer changes the hash or pending list */
+	/* attached tables: where the arrays are, from the start of the region */
+	uint64_t entries_off;
+	uint64_t heap_off;
+	uint64_t hash_off;
 	uint32_t pending[UTIL_AV_TABLE_PENDING];
 	uint64_t pending_hash[UTIL_AV_TABLE_PENDING];
 };
 
+struct util_av_hash_slot {
+	uint64_t hv;                /* full hash of the key */
+	uint32_t ref;               /* index + 1; 0 empty, UINT32_MAX tombstone */
+	uint32_t meta;              /* generation << 2 | may_have_dup << 1 | is_exact */
+};
+
+/* A hash array: its size travels with it, so a lock-free reader sees a consistent pair. */
+struct util_av_hash {
+	uint64_t nslots;
+	uint64_t reserved;
+	struct util_av_hash_slot slot[];
+};
+
+struct util_av_retired;
+
+struct util_av_table {
+	struct util_av_table_state *st;   /* &own, or inside the attached region */
+	uint8_t *_Atomic chunk[UTIL_AV_TABLE_MAX_CHUNKS];
+	unsigned chunk_shift;             /* log2 of the first chunk's entries */
+	struct util_av_hash *_Atomic hash;
+	uint32_t *free_heap;              /* free indices below end, a binary min-heap */
+	size_t free_cap;                  /* private: heap slots allocated */
+	bool is_attached;                 /* caller's memory: fixed capacity, nothing freed */
+	struct util_av_retired *retired;  /* private: hash arrays replaced by a rebuild */
+	/*
+	 * Copies of st->end and st->count for readers that hold the owner's lock, as of this
+	 * view's last change (a shared table changed by another process: util_av_table_refresh).
+	 * Prefer util_av_table_end / util_av_table_count.
+	 */
+	size_t end;
+	size_t count;
+	struct util_av_table_state own;
+};
+
 /* initial_count sizes the first allocation (0: a small default); the table grows past it. */
-int util_av_table_init(struct util_av_table *table, size_t addrlen, size_t initial_count);
+int util_av_table_init(struct util_av_table *table, size_t keylen, size_t initial_count);
 void util_av_table_fini(struct util_av_table *table);
 
+/* Bytes a table of capacity entries needs in a region given to util_av_table_attach. */
+size_t util_av_table_region_size(size_t keylen, size_t capacity);
 /*
- * Stores addr at the lowest free index and returns it in *index. The same address may be
- * stored more than once; reverse lookup finds the lowest live index holding it.
- * Returns 0 or -FI_ENOMEM (or -FI_EINVAL past UINT32_MAX - 1 entries).
+ * Uses region (size bytes, 64-byte aligned) for a table of fixed capacity. is_new: the region
+ * is zeroed memory to initialise; otherwise it holds a table set up with the same keylen and
+ * capacity (checked: -FI_EINVAL if not). fini then only forgets the region.
  */
-int util_av_table_insert(struct util_av_table *table, const void *addr, size_t *index);
+int util_av_table_attach(struct util_av_table *table, void *region, size_t size, size_t keylen,
+			 size_t capacity, bool is_new);
+
+/*
+ * Stores key at the lowest free index and returns it in *index. The same key may be stored
+ * more than once; reverse lookup finds the lowest live index holding it. Returns 0, -FI_ENOMEM,
+ * or -FI_ENOSPC when the table cannot hold more (attached and full, or past
+ * UTIL_AV_TABLE_MAX_ENTRIES).
+ */
+int util_av_table_insert(struct util_av_table *table, const void *key, size_t *index);
+/* Makes room for count more insertions (entries and hash) at once: 0 or -FI_ENOMEM. */
+int util_av_table_reserve(struct util_av_table *table, size_t count);
+/* Hashes the pending insertions now (they are found either way; this only finishes work). */
+void util_av_table_flush(struct util_av_table *table);
 /* Returns 0, or -FI_EINVAL when index is not live. Bumps the slot's generation. */
 int util_av_table_remove(struct util_av_table *table, size_t index);
 /*
@@ -58,18 +134,48 @@ int util_av_table_remove(struct util_av_table *table, size_t index);
  * live or is listed twice, 0 otherwise.
  */
 int util_av_table_remove_list(struct util_av_table *table, const size_t *index, size_t count);
-/* The address at a live index, NULL otherwise. */
+
+/* The key at a live index, NULL otherwise (writer side: the owner's lock held). */
 const void *util_av_table_get(const struct util_av_table *table, size_t index);
+/*
+ * Lock-free read of one entry: copies its key into key (if not NULL) and its generation into
+ * *gen (if not NULL) from one consistent snapshot. 0, or -FI_EINVAL when index is not live.
+ */
+int util_av_table_read(const struct util_av_table *table, size_t index, void *key,
+		       uint32_t *gen);
 /* Generation of a slot (live or not); 0 for indices never used. */
 uint32_t util_av_table_gen(const struct util_av_table *table, size_t index);
-/* Lowest live index holding addr in *index: 0, or -FI_ENODATA. */
-int util_av_table_find(const struct util_av_table *table, const void *addr, size_t *index);
-/* Bytes allocated by the table (for footprint measurements). */
-size_t util_av_table_mem_size(const struct util_av_table *table);
+bool util_av_table_is_live(const struct util_av_table *table, size_t index);
+/*
+ * Lowest live index holding key, and its generation (gen may be NULL): 0, or -FI_ENODATA.
+ * Safe without the owner's lock; then -FI_EAGAIN when a writer kept changing the table (the
+ * caller takes the lock and asks again: with the lock held this never happens).
+ */
+int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
+		       uint32_t *gen);
 
-static inline bool util_av_table_is_live(const struct util_av_table *table, size_t index)
+/*
+ * After a writer died in the middle of a change (attached tables in shared memory): rebuilds
+ * the free-index heap, the counts and the hash from the entries, which are always valid (an
+ * entry becomes live only once its key is written).
+ */
+void util_av_table_repair(struct util_av_table *table);
+
+/* 1 + the highest index ever used, and the number of live entries (owner's lock held). */
+static inline size_t util_av_table_end(const struct util_av_table *table)
 {
-	return index < table->end && (table->gen[index] & 1);
+	return table->st->end;
 }
+
+static inline size_t util_av_table_count(const struct util_av_table *table)
+{
+	return table->st->count;
+}
+
+/* Re-reads end and count of a shared table into the view's copies (owner's lock held). */
+void util_av_table_refresh(struct util_av_table *table);
+
+/* Bytes held by the table (retired hash arrays excluded: their pages are given back). */
+size_t util_av_table_mem_size(const struct util_av_table *table);
 
 #endif /* UTIL_AV_TABLE_H */

@@ -1,7 +1,9 @@
 /*
  * Unit tests of util/av_table: index allocation (insertion order, lowest free index reused),
- * generations, reverse lookup with duplicates, growth, and a long random run checked against
- * a plain reference model.
+ * generations, reverse lookup with duplicates and with exact (zero-tailed) keys, growth and
+ * reservation, lock-free reads and lookups against a concurrent writer, tables in a region
+ * the caller provides (shared memory of named AVs) and their repair after a writer died, and
+ * long random runs checked against a plain reference model.
  */
 #include "config.h"
 
@@ -12,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "util/av_table.h"
 
@@ -78,7 +82,7 @@ static void assert_find(const struct util_av_table *table, uint32_t value, int w
 	struct addr16 a = make_addr(value);
 	size_t index = SIZE_MAX;
 
-	assert_int_equal(util_av_table_find(table, &a, &index), want_ret);
+	assert_int_equal(util_av_table_find(table, &a, &index, NULL), want_ret);
 	if (!want_ret)
 		assert_int_equal(index, want_index);
 }
@@ -98,7 +102,7 @@ static void test_empty(void **state)
 {
 	struct util_av_table *table = *state;
 
-	assert_int_equal(table->count, 0);
+	assert_int_equal(table->st->count, 0);
 	assert_find(table, 1, -FI_ENODATA, 0);
 	assert_null(util_av_table_get(table, 0));
 	assert_false(util_av_table_is_live(table, 0));
@@ -116,8 +120,8 @@ static void test_insertion_order(void **state)
 		assert_holds(table, i, 100 + i);
 		assert_find(table, 100 + i, 0, i);
 	}
-	assert_int_equal(table->count, 10);
-	assert_int_equal(table->end, 10);
+	assert_int_equal(table->st->count, 10);
+	assert_int_equal(table->st->end, 10);
 }
 
 static void test_lowest_free_reused(void **state)
@@ -132,7 +136,7 @@ static void test_lowest_free_reused(void **state)
 	assert_int_equal(util_av_table_remove(table, 2), 0);
 	assert_int_equal(util_av_table_remove(table, 9), 0);
 	assert_int_equal(util_av_table_remove(table, 5), 0);
-	assert_int_equal(table->count, 6);
+	assert_int_equal(table->st->count, 6);
 
 	assert_int_equal(insert_value(table, 1002), 2);
 	assert_int_equal(insert_value(table, 1005), 5);
@@ -149,7 +153,7 @@ static void test_lowest_free_reused(void **state)
 	assert_holds(table, 1, 1);
 	assert_find(table, 7, -FI_ENODATA, 0);
 	assert_find(table, 1007, 0, 7);
-	assert_int_equal(table->count, 11);
+	assert_int_equal(table->st->count, 11);
 }
 
 static void test_generation(void **state)
@@ -175,7 +179,7 @@ static void test_generation(void **state)
 	/* other slots are untouched; never-used and out-of-range slots report 0 */
 	assert_int_equal(util_av_table_gen(table, 1), 0);
 	assert_int_equal(util_av_table_gen(table, 2), 0);
-	assert_int_equal(util_av_table_gen(table, table->capacity + 10), 0);
+	assert_int_equal(util_av_table_gen(table, table->st->capacity + 10), 0);
 	assert_int_equal(util_av_table_gen(table, SIZE_MAX), 0);
 }
 
@@ -202,7 +206,7 @@ static void test_duplicates(void **state)
 	assert_int_equal(util_av_table_remove(table, 2), 0);
 	assert_find(table, 7, -FI_ENODATA, 0);
 	assert_find(table, 8, 0, 1);
-	assert_int_equal(table->count, 1);
+	assert_int_equal(table->st->count, 1);
 }
 
 static void test_find_after_remove_reinsert(void **state)
@@ -238,7 +242,7 @@ static void test_remove_twice(void **state)
 	assert_int_equal(util_av_table_gen(table, 1), 1);
 	assert_int_equal(insert_value(table, 3), 1);
 	assert_int_equal(insert_value(table, 4), 2);
-	assert_int_equal(table->count, 3);
+	assert_int_equal(table->st->count, 3);
 }
 
 static void test_out_of_range(void **state)
@@ -247,13 +251,13 @@ static void test_out_of_range(void **state)
 
 	insert_value(table, 1);
 	assert_int_equal(util_av_table_remove(table, 1), -FI_EINVAL);
-	assert_int_equal(util_av_table_remove(table, table->capacity), -FI_EINVAL);
+	assert_int_equal(util_av_table_remove(table, table->st->capacity), -FI_EINVAL);
 	assert_int_equal(util_av_table_remove(table, SIZE_MAX), -FI_EINVAL);
 	assert_int_equal(util_av_table_remove(table, UINT32_MAX), -FI_EINVAL);
 	assert_null(util_av_table_get(table, 1));
 	assert_null(util_av_table_get(table, SIZE_MAX));
 	assert_false(util_av_table_is_live(table, SIZE_MAX));
-	assert_int_equal(table->count, 1);
+	assert_int_equal(table->st->count, 1);
 }
 
 static void test_remove_list(void **state)
@@ -282,7 +286,7 @@ static void test_remove_list(void **state)
 	assert_false(util_av_table_is_live(table, 0));
 	assert_false(util_av_table_is_live(table, 3));
 	assert_find(table, 3, -FI_ENODATA, 0);
-	assert_int_equal(table->count, 2);
+	assert_int_equal(table->st->count, 2);
 	assert_int_equal(insert_value(table, 9), 0);
 	assert_int_equal(insert_value(table, 9), 3);
 }
@@ -296,7 +300,7 @@ static void test_growth(void **state)
 	assert_int_equal(util_av_table_init(&table, ADDRLEN, 4), 0);
 	for (i = 0; i < n; i++)
 		assert_int_equal(insert_value(&table, i * 7919u), i);
-	assert_true(table.capacity >= n);
+	assert_true(table.st->capacity >= n);
 	for (i = 0; i < n; i++) {
 		assert_holds(&table, i, i * 7919u);
 		assert_find(&table, i * 7919u, 0, i);
@@ -308,8 +312,334 @@ static void test_growth(void **state)
 		assert_int_equal(insert_value(&table, i + 1000000u), i);
 	for (i = 0; i < n; i++)
 		assert_find(&table, i % 2 ? i * 7919u : i + 1000000u, 0, i);
-	assert_int_equal(table.count, n);
+	assert_int_equal(table.st->count, n);
 	util_av_table_fini(&table);
+}
+
+/* Keys that share their first eight bytes and differ only behind them are told apart. */
+static void test_exact_and_tails(void **state)
+{
+	struct util_av_table *table = *state;
+	struct addr16 exact = make_addr(5), tailed = make_addr(5);
+	size_t index = SIZE_MAX;
+
+	tailed.bytes[15] = 1;
+	assert_int_equal(util_av_table_insert(table, &tailed, &index), 0);
+	assert_int_equal(index, 0);
+	assert_int_equal(util_av_table_find(table, &exact, &index, NULL), -FI_ENODATA);
+	assert_int_equal(util_av_table_insert(table, &exact, &index), 0);
+	assert_int_equal(index, 1);
+	util_av_table_flush(table);
+	assert_int_equal(util_av_table_find(table, &exact, &index, NULL), 0);
+	assert_int_equal(index, 1);
+	assert_int_equal(util_av_table_find(table, &tailed, &index, NULL), 0);
+	assert_int_equal(index, 0);
+	assert_int_equal(util_av_table_remove(table, 0), 0);
+	assert_int_equal(util_av_table_find(table, &tailed, &index, NULL), -FI_ENODATA);
+	assert_int_equal(util_av_table_find(table, &exact, &index, NULL), 0);
+	assert_int_equal(index, 1);
+}
+
+/* Lookups see entries whether still pending or hashed, duplicates across both included. */
+static void test_pending_and_hashed(void **state)
+{
+	struct util_av_table *table = *state;
+	uint32_t i;
+
+	for (i = 0; i < UTIL_AV_TABLE_PENDING + 3; i++)
+		assert_int_equal(insert_value(table, i), i);
+	/* index 0 is hashed; its copy goes into the hole at 0 later, while pending */
+	assert_int_equal(table->st->pending_cnt, 3);
+	assert_int_equal(util_av_table_remove(table, 1), 0);
+	assert_int_equal(insert_value(table, 0), 1);
+	assert_find(table, 0, 0, 0);
+	assert_int_equal(util_av_table_remove(table, 0), 0);
+	assert_find(table, 0, 0, 1);
+	/* a pending entry removed before it was ever hashed */
+	assert_int_equal(util_av_table_remove(table, UTIL_AV_TABLE_PENDING + 2), 0);
+	assert_find(table, UTIL_AV_TABLE_PENDING + 2, -FI_ENODATA, 0);
+	util_av_table_flush(table);
+	assert_int_equal(table->st->pending_cnt, 0);
+	assert_find(table, 0, 0, 1);
+	assert_find(table, UTIL_AV_TABLE_PENDING + 1, 0, UTIL_AV_TABLE_PENDING + 1);
+}
+
+static void test_read(void **state)
+{
+	struct util_av_table *table = *state;
+	struct addr16 got, want = make_addr(42);
+	uint32_t gen = UINT32_MAX;
+
+	assert_int_equal(util_av_table_read(table, 0, &got, &gen), -FI_EINVAL);
+	insert_value(table, 42);
+	assert_int_equal(util_av_table_read(table, 0, &got, &gen), 0);
+	assert_memory_equal(&got, &want, ADDRLEN);
+	assert_int_equal(gen, 0);
+	assert_int_equal(util_av_table_read(table, 0, NULL, NULL), 0);
+	assert_int_equal(util_av_table_remove(table, 0), 0);
+	assert_int_equal(util_av_table_read(table, 0, &got, &gen), -FI_EINVAL);
+	insert_value(table, 43);
+	assert_int_equal(util_av_table_read(table, 0, NULL, &gen), 0);
+	assert_int_equal(gen, 1);
+	assert_int_equal(util_av_table_read(table, SIZE_MAX, NULL, NULL), -FI_EINVAL);
+	assert_int_equal(util_av_table_read(table, UINT32_MAX, NULL, NULL), -FI_EINVAL);
+}
+
+/* reserve makes one insertion call cost no rebuild and no chunk allocation. */
+static void test_reserve(void **state)
+{
+	struct util_av_table table;
+	const uint32_t n = 20000;
+	struct util_av_hash *hash;
+	uint32_t i;
+
+	assert_int_equal(util_av_table_init(&table, ADDRLEN, 0), 0);
+	insert_value(&table, 1000000);
+	assert_int_equal(util_av_table_reserve(&table, n), 0);
+	assert_true(table.st->capacity >= n + 1);
+	hash = atomic_load(&table.hash);
+	for (i = 0; i < n; i++)
+		assert_int_equal(insert_value(&table, i), i + 1);
+	assert_ptr_equal(atomic_load(&table.hash), hash);
+	for (i = 0; i < n; i++)
+		assert_find(&table, i, 0, i + 1);
+	assert_int_equal(util_av_table_reserve(&table, UTIL_AV_TABLE_MAX_ENTRIES), -FI_ENOSPC);
+	/* footprint: stride, heap and hash, well under 100 bytes an entry */
+	assert_true(util_av_table_mem_size(&table) / table.st->count < 100);
+	util_av_table_fini(&table);
+}
+
+/* Removing every entry in one list: all gone, generations bumped, index 0 next. */
+static void test_remove_all(void **state)
+{
+	struct util_av_table *table = *state;
+	size_t index[40];
+	uint32_t i;
+
+	for (i = 0; i < 40; i++)
+		insert_value(table, i);
+	assert_int_equal(util_av_table_remove(table, 39), 0);
+	for (i = 0; i < 39; i++)
+		index[i] = 38 - i;
+	assert_int_equal(util_av_table_remove_list(table, index, 39), 0);
+	assert_int_equal(table->st->count, 0);
+	for (i = 0; i < 40; i++) {
+		assert_false(util_av_table_is_live(table, i));
+		assert_int_equal(util_av_table_gen(table, i), 1);
+		assert_find(table, i, -FI_ENODATA, 0);
+	}
+	for (i = 0; i < 41; i++)
+		assert_int_equal(insert_value(table, 100 + i), i);
+	assert_find(table, 120, 0, 20);
+}
+
+/* ---- tables in a caller's region ---- */
+
+static void *alloc_region(size_t size)
+{
+	void *region = NULL;
+
+	assert_int_equal(posix_memalign(&region, 64, size), 0);
+	memset(region, 0, size);
+	return region;
+}
+
+static void test_attach(void **state)
+{
+	const size_t capacity = 100;
+	size_t size = util_av_table_region_size(ADDRLEN, capacity), index;
+	struct util_av_table a, b;
+	struct addr16 key;
+	void *region = alloc_region(size);
+	uint32_t i;
+
+	assert_int_equal(util_av_table_attach(&a, region, size - 1, ADDRLEN, capacity, true),
+			 -FI_EINVAL);
+	assert_int_equal(util_av_table_attach(&a, region, size, ADDRLEN, capacity, true), 0);
+	for (i = 0; i < capacity; i++)
+		assert_int_equal(insert_value(&a, i), i);
+	key = make_addr(capacity);
+	assert_int_equal(util_av_table_insert(&a, &key, &index), -FI_ENOSPC);
+	assert_int_equal(util_av_table_reserve(&a, 10), 0);
+
+	/* a second view of the same region (another process) sees the same entries */
+	assert_int_equal(util_av_table_attach(&b, region, size, ADDRLEN + 1, capacity, false),
+			 -FI_EINVAL);
+	assert_int_equal(util_av_table_attach(&b, region, size, ADDRLEN, capacity + 1, false),
+			 -FI_EINVAL);
+	assert_int_equal(util_av_table_attach(&b, region, size, ADDRLEN, capacity, false), 0);
+	for (i = 0; i < capacity; i++) {
+		assert_holds(&b, i, i);
+		assert_find(&b, i, 0, i);
+	}
+	assert_int_equal(util_av_table_remove(&b, 7), 0);
+	assert_find(&a, 7, -FI_ENODATA, 0);
+	assert_int_equal(insert_value(&a, 1007), 7);
+	assert_find(&b, 1007, 0, 7);
+	assert_int_equal(util_av_table_gen(&b, 7), 1);
+
+	/* churn: tombstones are cleared in place, the capacity never changes */
+	for (i = 0; i < 5000; i++) {
+		assert_int_equal(util_av_table_remove(&a, i % capacity), 0);
+		assert_int_equal(insert_value(&b, 2000 + i), i % capacity);
+	}
+	assert_int_equal(a.st->count, capacity);
+	assert_find(&a, 2000 + 4999, 0, 4999 % capacity);
+	util_av_table_fini(&a);
+	util_av_table_fini(&b);
+	free(region);
+}
+
+/* A writer that died half-way leaves counters, heap and hash wrong; repair recomputes them. */
+static void test_repair(void **state)
+{
+	const size_t capacity = 64;
+	size_t size = util_av_table_region_size(ADDRLEN, capacity);
+	struct util_av_table t;
+	void *region = alloc_region(size);
+	struct util_av_hash *hash;
+	uint32_t i;
+
+	assert_int_equal(util_av_table_attach(&t, region, size, ADDRLEN, capacity, true), 0);
+	for (i = 0; i < 20; i++)
+		insert_value(&t, i);
+	assert_int_equal(util_av_table_remove(&t, 3), 0);
+	assert_int_equal(util_av_table_remove(&t, 11), 0);
+
+	/* the damage: an odd sequence count, lost heap, wrong counts, hash wiped */
+	atomic_store(&t.st->seq, atomic_load(&t.st->seq) | 1);
+	t.st->free_cnt = 0;
+	t.st->count = 1234;
+	t.st->pending_cnt = 7;
+	hash = atomic_load(&t.hash);
+	memset(hash->slot, 0xff, hash->nslots * sizeof(hash->slot[0]));
+	memset(hash->slot, 0, sizeof(hash->slot[0]));
+
+	util_av_table_repair(&t);
+	assert_int_equal(t.st->count, 18);
+	assert_int_equal(atomic_load(&t.st->seq) & 1, 0);
+	for (i = 0; i < 20; i++) {
+		if (i == 3 || i == 11)
+			assert_find(&t, i, -FI_ENODATA, 0);
+		else
+			assert_find(&t, i, 0, i);
+	}
+	assert_int_equal(insert_value(&t, 100), 3);
+	assert_int_equal(insert_value(&t, 101), 11);
+	assert_int_equal(insert_value(&t, 102), 20);
+	util_av_table_fini(&t);
+	free(region);
+}
+
+/* ---- lock-free readers against a writer ---- */
+
+#define RACE_STABLE 1000
+#define RACE_ROUNDS 200000
+
+struct race {
+	struct util_av_table table;
+	pthread_mutex_t lock;      /* the owner's lock: the writer holds it, readers may not */
+	atomic_bool is_done;
+	atomic_ulong errors;
+	atomic_ulong locked_finds;
+};
+
+/* Churn keys carry their value twice, so a torn copy shows. */
+static struct addr16 churn_key(uint32_t value)
+{
+	struct addr16 a = make_addr(value | 0x80000000u);
+	uint32_t inv = ~value;
+
+	memcpy(&a.bytes[12], &inv, sizeof(inv));
+	return a;
+}
+
+static void *race_writer(void *arg)
+{
+	struct race *r = arg;
+	size_t live[64], index;
+	struct addr16 key;
+	uint32_t i;
+
+	for (i = 0; i < 64; i++) {
+		key = churn_key(i);
+		pthread_mutex_lock(&r->lock);
+		util_av_table_insert(&r->table, &key, &live[i]);
+		pthread_mutex_unlock(&r->lock);
+	}
+	for (i = 64; i < RACE_ROUNDS; i++) {
+		key = churn_key(i);
+		pthread_mutex_lock(&r->lock);
+		util_av_table_remove(&r->table, live[i % 64]);
+		if (util_av_table_insert(&r->table, &key, &index))
+			atomic_fetch_add(&r->errors, 1);
+		live[i % 64] = index;
+		pthread_mutex_unlock(&r->lock);
+	}
+	atomic_store(&r->is_done, true);
+	return NULL;
+}
+
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	uint32_t i = 0, value, inv;
+	struct addr16 key, got;
+	size_t index;
+	int ret;
+
+	while (!atomic_load(&r->is_done)) {
+		i = (i + 7) % RACE_STABLE;
+		key = make_addr(i);
+		ret = util_av_table_find(&r->table, &key, &index, NULL);
+		if (ret == -FI_EAGAIN) {
+			atomic_fetch_add(&r->locked_finds, 1);
+			pthread_mutex_lock(&r->lock);
+			ret = util_av_table_find(&r->table, &key, &index, NULL);
+			pthread_mutex_unlock(&r->lock);
+		}
+		if (ret || index != i)
+			atomic_fetch_add(&r->errors, 1);
+
+		/* a churned entry: gone, or a key whose two copies of its value agree */
+		if (!util_av_table_read(&r->table, RACE_STABLE + i % 64, &got, NULL)) {
+			memcpy(&value, &got.bytes[4], sizeof(value));
+			memcpy(&inv, &got.bytes[12], sizeof(inv));
+			if (!(value & 0x80000000u) || (value & 0x7fffffffu) != ~inv)
+				atomic_fetch_add(&r->errors, 1);
+		}
+		if (util_av_table_read(&r->table, i, &got, NULL) ||
+		    memcmp(&got, &key, ADDRLEN))
+			atomic_fetch_add(&r->errors, 1);
+	}
+	return NULL;
+}
+
+static void test_lockfree_readers(void **state)
+{
+	struct race *r = calloc(1, sizeof(*r));
+	pthread_t writer, readers[2];
+	uint32_t i;
+
+	assert_non_null(r);
+	/* small at first, so that the writer's hash grows and is rebuilt under the readers */
+	assert_int_equal(util_av_table_init(&r->table, ADDRLEN, 0), 0);
+	pthread_mutex_init(&r->lock, NULL);
+	for (i = 0; i < RACE_STABLE; i++)
+		insert_value(&r->table, i);
+
+	assert_int_equal(pthread_create(&readers[0], NULL, race_reader, r), 0);
+	assert_int_equal(pthread_create(&readers[1], NULL, race_reader, r), 0);
+	assert_int_equal(pthread_create(&writer, NULL, race_writer, r), 0);
+	pthread_join(writer, NULL);
+	pthread_join(readers[0], NULL);
+	pthread_join(readers[1], NULL);
+	assert_int_equal(atomic_load(&r->errors), 0);
+	print_message("lock-free race: %lu lookups fell back to the lock\n",
+		      (unsigned long) atomic_load(&r->locked_finds));
+	util_av_table_fini(&r->table);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
 }
 
 /*
@@ -359,28 +689,45 @@ static uint64_t rand_next(uint64_t *s)
 	return *s * 2685821657736338717ULL;
 }
 
-static void make_addr_len(uint8_t *out, size_t addrlen, uint32_t value)
+/*
+ * Exact keys hold the value in their first bytes and zeros after (as a normalised
+ * sockaddr_in does); the others a value at the end behind non-zero filler.
+ */
+static void make_addr_len(uint8_t *out, size_t addrlen, uint32_t value, bool is_exact)
 {
-	memset(out, 0xa5, addrlen);
-	memcpy(out + addrlen - sizeof(value), &value, sizeof(value));
+	if (is_exact) {
+		memset(out, 0, addrlen);
+		memcpy(out, &value, UTIL_MIN(sizeof(value), addrlen));
+	} else {
+		memset(out, 0xa5, addrlen);
+		memcpy(out + addrlen - sizeof(value), &value, sizeof(value));
+	}
 }
 
-static void check_model(const struct util_av_table *table, const struct model *m, size_t addrlen)
+static void check_model(const struct util_av_table *table, const struct model *m, size_t addrlen,
+			bool is_exact)
 {
 	uint8_t a[64];
 	size_t i;
 
-	assert_int_equal(table->count, m->count);
+	assert_int_equal(table->st->count, m->count);
 	for (i = 0; i < m->end + 2; i++) {
 		bool is_live = i < m->end && m->slot[i].is_live;
 
 		assert_int_equal(util_av_table_is_live(table, i), is_live);
 		assert_int_equal(util_av_table_gen(table, i), i < m->end ? m->slot[i].gen : 0);
 		if (is_live) {
-			make_addr_len(a, addrlen, m->slot[i].value);
+			uint8_t got[64];
+			uint32_t gen = UINT32_MAX;
+
+			make_addr_len(a, addrlen, m->slot[i].value, is_exact);
 			assert_memory_equal(util_av_table_get(table, i), a, addrlen);
+			assert_int_equal(util_av_table_read(table, i, got, &gen), 0);
+			assert_memory_equal(got, a, addrlen);
+			assert_int_equal(gen, m->slot[i].gen);
 		} else {
 			assert_null(util_av_table_get(table, i));
+			assert_int_equal(util_av_table_read(table, i, NULL, NULL), -FI_EINVAL);
 		}
 	}
 }
@@ -389,7 +736,7 @@ static void check_model(const struct util_av_table *table, const struct model *m
  * 100,000 random insertions and removals over a small set of values (so duplicates are
  * common and chains are full of tombstones), each checked against the model.
  */
-static void run_random(size_t addrlen, uint64_t seed)
+static void run_random(size_t addrlen, uint64_t seed, bool is_exact)
 {
 	const size_t ops = 100000, values = 400, max_live = 1500;
 	struct util_av_table table;
@@ -409,7 +756,7 @@ static void run_random(size_t addrlen, uint64_t seed)
 
 		if (do_insert) {
 			value = (uint32_t) (rand_next(&rs) % values);
-			make_addr_len(a, addrlen, value);
+			make_addr_len(a, addrlen, value, is_exact);
 			want = model_next_index(&m);
 			assert_int_equal(util_av_table_insert(&table, a, &index), 0);
 			assert_int_equal(index, want);
@@ -432,19 +779,22 @@ static void run_random(size_t addrlen, uint64_t seed)
 		}
 
 		value = (uint32_t) (rand_next(&rs) % values);
-		make_addr_len(a, addrlen, value);
+		make_addr_len(a, addrlen, value, is_exact);
 		want = model_find(&m, value);
 		if (want == SIZE_MAX) {
-			assert_int_equal(util_av_table_find(&table, a, &index), -FI_ENODATA);
+			assert_int_equal(util_av_table_find(&table, a, &index, NULL), -FI_ENODATA);
 		} else {
-			assert_int_equal(util_av_table_find(&table, a, &index), 0);
+			uint32_t gen = UINT32_MAX;
+
+			assert_int_equal(util_av_table_find(&table, a, &index, &gen), 0);
 			assert_int_equal(index, want);
+			assert_int_equal(gen, m.slot[want].gen);
 		}
 
 		if (op % 5000 == 0)
-			check_model(&table, &m, addrlen);
+			check_model(&table, &m, addrlen, is_exact);
 	}
-	check_model(&table, &m, addrlen);
+	check_model(&table, &m, addrlen, is_exact);
 
 	util_av_table_fini(&table);
 	free(m.slot);
@@ -452,18 +802,22 @@ static void run_random(size_t addrlen, uint64_t seed)
 
 static void test_random_ipv4(void **state)
 {
-	run_random(16, 0x1234567887654321ULL);
+	run_random(16, 0x1234567887654321ULL, false);
+	run_random(16, 0x1234567887654321ULL, true);
 }
 
 static void test_random_ipv6(void **state)
 {
 	/* sockaddr_in6 size: 3 words and a 4-byte tail through the hash and memcmp */
-	run_random(28, 0xfeedfacecafebeefULL);
+	run_random(28, 0xfeedfacecafebeefULL, false);
+	run_random(28, 0xfeedfacecafebeefULL, true);
 }
 
 static void test_random_odd_size(void **state)
 {
-	run_random(5, 42);
+	run_random(5, 42, false);
+	run_random(13, 43, true);
+	run_random(13, 44, false);
 }
 
 int main(void)
@@ -482,6 +836,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_out_of_range, setup_table, teardown_table),
 		cmocka_unit_test_setup_teardown(test_remove_list, setup_table, teardown_table),
 		cmocka_unit_test(test_growth),
+		cmocka_unit_test_setup_teardown(test_exact_and_tails, setup_table, teardown_table),
+		cmocka_unit_test_setup_teardown(test_pending_and_hashed, setup_table,
+						teardown_table),
+		cmocka_unit_test_setup_teardown(test_read, setup_table, teardown_table),
+		cmocka_unit_test(test_reserve),
+		cmocka_unit_test_setup_teardown(test_remove_all, setup_table, teardown_table),
+		cmocka_unit_test(test_attach),
+		cmocka_unit_test(test_repair),
+		cmocka_unit_test(test_lockfree_readers),
 		cmocka_unit_test(test_random_ipv4),
 		cmocka_unit_test(test_random_ipv6),
 		cmocka_unit_test(test_random_odd_size),
