@@ -452,6 +452,8 @@ static int av_hash_rebuild(struct util_av_table *table, size_t live)
 	 * rebuilds amortised O(1) per operation after many removals.
 	 */
 	nslots = UTIL_MAX(live * AV_GROW_SLOTS_NUM / AV_GROW_SLOTS_DEN + 1, st->end / 4);
+	/* at least doubling, so that growing one entry at a time rehashes O(1) times each */
+	nslots = UTIL_MAX(nslots, 2 * hash->nslots);
 	nslots = UTIL_MAX(nslots, (size_t) AV_HASH_MIN_SLOTS);
 	retired = malloc(sizeof(*retired));
 	bigger = av_alloc(av_hash_bytes(nslots));
@@ -544,12 +546,14 @@ static int av_grow_entries(struct util_av_table *table, size_t need)
 	return 0;
 }
 
+/*
+ * Key and generation word, nothing more: a dense array keeps a million sockaddr_in entries
+ * (20 MB) inside a 32 MB L3 cache, which matters more than the few entries that straddle
+ * two cache lines (both lines are then fetched at once).
+ */
 static size_t av_stride(size_t keylen)
 {
-	size_t need = av_gen_off(keylen) + sizeof(uint32_t);
-
-	/* a power of two up to a cache line, so that no entry straddles two lines */
-	return need <= 64 ? util_roundup_pow2(need) : (need + 63) & ~(size_t) 63;
+	return av_gen_off(keylen) + sizeof(uint32_t);
 }
 
 /* ---- public ---- */
