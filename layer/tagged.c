@@ -107,23 +107,25 @@ static ssize_t layer_tagged_claim(struct layer_ep *ep, const struct iovec *iov, 
 {
 	struct util_tagm_msg *msg;
 	struct layer_rx_buf *buf;
-	struct layer_rx *rx;
+	struct layer_rx *rx = NULL;
 
+	/* The receive first: without one the claimed message stays claimed, for a retry. */
+	if (!(flags & FI_DISCARD)) {
+		rx = layer_rx_alloc(ep, context, flags, iov, count, FI_ADDR_UNSPEC);
+		if (!rx)
+			return -FI_EAGAIN;
+	}
 	msg = util_tagm_msg_take_claimed(&ep->tagm, context);
-	if (!msg)
+	if (!msg) {
+		if (rx)
+			layer_rx_free(ep, rx);
 		return -FI_EINVAL;
+	}
 	buf = layer_buf_of(msg);
-	if (flags & FI_DISCARD) {
+	if (!rx) {
 		layer_tagged_report_probe(ep, context, buf, NULL);
 		layer_proto_discard(ep, buf);
 		return 0;
-	}
-	rx = layer_rx_alloc(ep, context, flags, iov, count, FI_ADDR_UNSPEC);
-	if (!rx) {
-		/* Give it back to its owner: the application retries the same claim. */
-		util_tagm_msg_add(&ep->tagm, msg, msg->tag, msg->src);
-		util_tagm_msg_claim(&ep->tagm, msg, context);
-		return -FI_EAGAIN;
 	}
 	layer_proto_deliver(ep, rx, buf);
 	layer_proto_repost_buf(ep, buf);
@@ -228,7 +230,7 @@ void layer_tagged_close(struct layer_ep *ep)
 	util_tagm_recv_flush(&ep->tagm, layer_tagged_free_recv, ep);
 	cnt = util_tagm_msg_flush(&ep->tagm, layer_tagged_free_msg, ep);
 	if (cnt)
-		FI_INFO(&layer_prov, FI_LOG_EP_DATA,
+		FI_WARN(&layer_prov, FI_LOG_EP_DATA,
 			"%zu unexpected tagged messages never matched\n", cnt);
 	util_tagm_fini(&ep->tagm);
 }
