@@ -6,4 +6,5 @@ SUDO=
 $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	build-essential autoconf automake libtool pkg-config \
-	libfabric-dev libfabric-bin uthash-dev libcmocka-dev valgrind >/dev/null
+	libfabric-dev libfabric-bin uthash-dev libcmocka-dev valgrind \
+	openmpi-bin libopenmpi-dev >/dev/null

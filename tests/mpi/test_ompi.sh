@@ -1,0 +1,29 @@
+#!/bin/sh
+# Open MPI's ofi MTL over tcp;ofi_layer on 127.0.0.1: builds tests/mpi/mpi_probe.c with mpicc
+# and runs it with 2 and 3 ranks. Skipped (77) when Open MPI is not installed.
+set -u
+command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 || {
+	echo "SKIP: Open MPI (openmpi-bin, libopenmpi-dev) not installed"; exit 77; }
+src=$(cd "$(dirname "$0")" && pwd)/mpi_probe.c
+exe=${LAYER_TEST_BUILDDIR:-.}/tests/mpi/mpi_probe
+mkdir -p "$(dirname "$exe")"
+mpicc -O2 -o "$exe" "$src" || { echo "FAIL: mpicc"; exit 1; }
+
+root=
+[ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
+# Everything on loopback: the core's interface, Open MPI's own out-of-band channel.
+export FI_TCP_IFACE=lo
+pass=0 fail=0
+for np in 2 3; do
+	if timeout 180 mpirun $root --oversubscribe -np $np --bind-to none \
+		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_layer" \
+		--mca oob_tcp_if_include lo --mca btl self \
+		-x FI_PROVIDER_PATH -x FI_TCP_IFACE "$exe"; then
+		pass=$((pass + 1))
+	else
+		echo "FAIL: $np ranks"
+		fail=$((fail + 1))
+	fi
+done
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
