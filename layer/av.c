@@ -1,61 +1,49 @@
 /*
- * Address vectors (fi_av(3)) on util's address table: synchronous FI_AV_TABLE and FI_AV_MAP
- * AVs of the core's socket addresses, with insert, insertsvc, remove, lookup and straddr.
+ * Address vectors (fi_av(3)): open and close, lookup and straddr, the endpoints' hooks, and
+ * the ops tables. Insertion and removal are in av_insert.c, FI_EVENT in av_event.c, user IDs
+ * and authorization keys in av_auth.c, named AVs in av_shm.c.
  *
- * Not yet (each refused with -FI_ENOSYS until its stage lands): FI_EVENT AVs and fi_av_bind,
- * named/shared AVs (so FI_READ), FI_AV_USER_ID, insertsym, AV sets, and the 1.20 entries.
- *
- * Every fi_addr from the application goes through layer_av_fi_addr_to_index(), so an fi_addr
- * never inserted, removed or forged is refused with -FI_EINVAL instead of being followed.
+ * Every fi_addr from the application goes through layer_av_resolve(), so an fi_addr never
+ * inserted, removed, stale or forged is refused with -FI_EINVAL instead of being followed.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+
+#include <rdma/fi_ext_layer.h>
 
 #include "layer/av.h"
 #include "layer/av_set.h"
 
-/* Open flags the AV knows of; which of them are implemented is checked one by one. */
+/* Open flags the AV knows of. */
 #define LAYER_AV_OPEN_FLAGS (FI_EVENT | FI_READ | FI_SYMMETRIC | FI_AV_USER_ID)
-#define LAYER_AV_INSERT_FLAGS (FI_MORE | FI_SYNC_ERR)
 /* fi_rx_addr() shifts by 64 - rx_ctx_bits: larger values have no meaning */
 #define LAYER_AV_MAX_RX_CTX_BITS 64
-/* fi_addr lists up to this long are decoded on the stack by remove */
-#define LAYER_AV_REMOVE_STACK 64
-/* large enough for any normalised address (sockaddr_in6) */
-#define LAYER_AV_ADDR_MAX sizeof(struct sockaddr_in6)
 
 /*
- * fi_addr <-> table index. For now both AV types hand out the table index itself; FI_AV_MAP
- * will carry the slot's generation too, so these two functions are the only ones to change.
+ * Upstream (1.20+) struct fi_ops_av and ours must agree where both exist, so that programs
+ * built against newer headers call the right entries.
  */
+#if HAVE_DECL_FI_AUTH_KEY
+_Static_assert(offsetof(struct fi_ops_av, insert_auth_key) ==
+		       offsetof(struct fi_layer_ops_av, insert_auth_key),
+	       "1.20 fi_ops_av layout");
+_Static_assert(offsetof(struct fi_ops_av, set_user_id) ==
+		       offsetof(struct fi_layer_ops_av, set_user_id),
+	       "1.20 fi_ops_av layout");
+#endif
+_Static_assert(offsetof(struct fi_layer_ops_av, av_set) == offsetof(struct fi_ops_av, av_set),
+	       "fi_ops_av prefix");
+
 fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index)
 {
-	return (fi_addr_t) index;
-}
-
-/*
- * The live table index fi_addr names: 0, or -FI_EINVAL. Called with the lock held; the
- * address is prefetched first so that its cache miss overlaps the one on the generation.
- */
-static inline int layer_av_fi_addr_to_index(const struct layer_av *av, fi_addr_t fi_addr,
-					    size_t *index)
-{
-	/* a prefetch never faults, even for an fi_addr far out of range */
-	/* compared as fi_addr_t first, so a 64-bit value is never truncated into range */
-	if (unlikely(fi_addr >= av->table.st->end || !util_av_table_is_live(&av->table, fi_addr)))
-		return -FI_EINVAL;
-	*index = (size_t) fi_addr;
-	return 0;
+	return layer_av_encode(av, index, util_av_table_gen(&av->table, index));
 }
 
 static size_t layer_av_addrlen(uint32_t addr_format)
@@ -103,260 +91,184 @@ int layer_av_normalize(uint32_t addr_format, const void *addr, size_t addrlen, v
 	}
 }
 
+void layer_av_write_lock(struct layer_av *av)
+{
+	util_lock_acquire(&av->lock);
+	if (av->shm)
+		layer_av_shm_lock(av);
+}
+
+void layer_av_write_unlock(struct layer_av *av)
+{
+	if (av->shm)
+		layer_av_shm_unlock(av);
+	util_lock_release(&av->lock);
+}
+
+/* ---- endpoint hooks ---- */
+
 int layer_av_get_addr(struct layer_av *av, fi_addr_t fi_addr, void *addr, size_t *index)
 {
 	size_t idx;
-	int ret;
 
-	util_lock_acquire(&av->lock);
-	ret = layer_av_fi_addr_to_index(av, fi_addr, &idx);
-	/* copied under the lock: a concurrent insertion may move the table */
-	if (likely(!ret))
-		memcpy(addr, util_av_table_get(&av->table, idx), av->addrlen);
-	util_lock_release(&av->lock);
-
-	if (unlikely(ret)) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "fi_addr %" PRIu64 " is not in the av\n",
+	if (unlikely(layer_av_resolve(av, fi_addr, addr, &idx))) {
+		FI_WARN(&layer_prov, FI_LOG_AV, "fi_addr %#" PRIx64 " is not in the av\n",
 			(uint64_t) fi_addr);
-		return ret;
+		return -FI_EINVAL;
 	}
 	if (index)
 		*index = idx;
 	return 0;
 }
 
+/*
+ * The lowest live entry holding norm with key index+1 want_key (0: none), from the lock-free
+ * lookup, or under the writer lock when the table is too busy for it.
+ */
+static fi_addr_t layer_av_find_norm(struct layer_av *av, const void *norm, uint32_t want_key)
+{
+	fi_addr_t found = FI_ADDR_NOTAVAIL;
+	size_t index, from = 0;
+	uint32_t gen;
+	int ret;
+
+	/* the common case: no key ever used, the lowest copy is the answer, no lock */
+	if (likely(!av->entry_keys && !want_key)) {
+		ret = util_av_table_find(&av->table, norm, &index, &gen);
+		if (likely(ret != -FI_EAGAIN))
+			return ret ? FI_ADDR_NOTAVAIL : layer_av_encode(av, index, gen);
+	}
+
+	/* entry_keys may move under an insertion: walk the copies under the lock */
+	layer_av_write_lock(av);
+	while (!util_av_table_find_from(&av->table, norm, from, &index, &gen)) {
+		if ((av->entry_keys && index < av->entry_keys_cap ? av->entry_keys[index] : 0) ==
+		    want_key) {
+			found = layer_av_encode(av, index, gen);
+			break;
+		}
+		from = index + 1;
+	}
+	layer_av_write_unlock(av);
+	return found;
+}
+
 fi_addr_t layer_av_find(struct layer_av *av, const void *addr, size_t addrlen)
 {
 	uint8_t norm[LAYER_AV_ADDR_MAX];
-	fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
-	size_t index;
 
 	if (layer_av_normalize(av->domain->addr_format, addr, addrlen, norm))
 		return FI_ADDR_NOTAVAIL;
-
-	util_lock_acquire(&av->lock);
-	if (!util_av_table_find(&av->table, norm, &index, NULL))
-		fi_addr = layer_av_index_to_fi_addr(av, index);
-	util_lock_release(&av->lock);
-	return fi_addr;
+	return layer_av_find_norm(av, norm, 0);
 }
 
-/* Flags and context checks shared by the insertion calls. */
-static int layer_av_check_insert(uint64_t flags, void *context, const char *call)
+fi_addr_t layer_av_find_key(struct layer_av *av, const void *addr, size_t addrlen,
+			    fi_addr_t key)
 {
-	if (flags & FI_AV_USER_ID) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "%s: FI_AV_USER_ID is not supported yet\n", call);
-		return -FI_ENOSYS;
+	uint8_t norm[LAYER_AV_ADDR_MAX];
+	uint32_t key_index = 0;
+
+	if (layer_av_normalize(av->domain->addr_format, addr, addrlen, norm))
+		return FI_ADDR_NOTAVAIL;
+	if (key != FI_ADDR_NOTAVAIL) {
+		util_lock_acquire(&av->lock);
+		key_index = layer_av_key_index(av, key);
+		util_lock_release(&av->lock);
+		if (!key_index)
+			return FI_ADDR_NOTAVAIL;
 	}
-	if (flags & ~LAYER_AV_INSERT_FLAGS) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "%s: unknown flags 0x%" PRIx64 "\n", call,
-			(uint64_t) (flags & ~LAYER_AV_INSERT_FLAGS));
-		return -FI_EINVAL;
-	}
-	/* FI_SYNC_ERR: context is the int array receiving the per-address status */
-	if ((flags & FI_SYNC_ERR) && !context) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "%s: FI_SYNC_ERR without a status array\n", call);
-		return -FI_EINVAL;
-	}
+	return layer_av_find_norm(av, norm, key_index);
+}
+
+fi_addr_t layer_av_report_addr(struct layer_av *av, fi_addr_t fi_addr)
+{
+	fi_addr_t report = fi_addr;
+	size_t index;
+
+	if (likely(!av->user_ids) && !av->has_user_id_attr)
+		return fi_addr;
+	if (fi_addr == FI_ADDR_NOTAVAIL || layer_av_resolve(av, fi_addr, NULL, &index))
+		return fi_addr;
+
+	util_lock_acquire(&av->lock);
+	if (av->user_ids && index < av->user_ids_cap)
+		report = av->user_ids[index];
+	else if (av->has_user_id_attr)
+		report = FI_ADDR_NOTAVAIL;
+	util_lock_release(&av->lock);
+	return report;
+}
+
+struct layer_av_listener {
+	struct util_dlist link;
+	void (*on_remove)(void *arg, size_t index);
+	void *arg;
+};
+
+int layer_av_add_listener(struct layer_av *av, void (*on_remove)(void *arg, size_t index),
+			  void *arg)
+{
+	struct layer_av_listener *listener = malloc(sizeof(*listener));
+
+	if (!listener)
+		return -FI_ENOMEM;
+	listener->on_remove = on_remove;
+	listener->arg = arg;
+	pthread_mutex_lock(&av->listener_lock);
+	util_dlist_insert_tail(&listener->link, &av->listeners);
+	pthread_mutex_unlock(&av->listener_lock);
 	return 0;
 }
 
-static int layer_av_insert(struct fid_av *av_fid, const void *addr, size_t count,
-			   fi_addr_t *fi_addr, uint64_t flags, void *context)
+void layer_av_del_listener(struct layer_av *av, void *arg)
 {
-	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
-	const uint8_t *src = addr;
-	uint8_t norm[LAYER_AV_ADDR_MAX];
-	int *sync_err = context;
-	size_t i, index, failed = 0;
-	int ret, first_err = 0, inserted = 0;
+	struct util_dlist *item, *tmp;
+	struct layer_av_listener *listener;
 
-	ret = layer_av_check_insert(flags, context, "insert");
-	if (ret)
-		return ret;
-	if (!count)
-		return 0;
-	/* the return value is the number inserted: it has to fit */
-	if (!addr || count > INT_MAX) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "insert: %s\n",
-			addr ? "count too large" : "no addresses");
-		return -FI_EINVAL;
-	}
-
-	/* FI_MORE is only a hint: every call completes before it returns */
-	util_lock_acquire(&av->lock);
-	for (i = 0; i < count; i++) {
-		ret = layer_av_normalize(av->domain->addr_format, src + i * av->addrlen,
-					 av->addrlen, norm);
-		if (!ret)
-			ret = util_av_table_insert(&av->table, norm, &index);
-
-		if (ret) {
-			failed++;
-			if (!first_err)
-				first_err = ret;
-		} else {
-			inserted++;
+	pthread_mutex_lock(&av->listener_lock);
+	util_dlist_foreach_safe(&av->listeners, item, tmp) {
+		listener = container_of(item, struct layer_av_listener, link);
+		if (listener->arg == arg) {
+			util_dlist_remove(&listener->link);
+			free(listener);
 		}
-		if (fi_addr)
-			fi_addr[i] = ret ? FI_ADDR_NOTAVAIL : layer_av_index_to_fi_addr(av, index);
-		if (flags & FI_SYNC_ERR)
-			sync_err[i] = -ret;
 	}
-	util_lock_release(&av->lock);
-
-	if (failed) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "insert: %zu of %zu addresses failed (first: %s)\n",
-			failed, count, fi_strerror(-first_err));
-	}
-	return inserted;
+	pthread_mutex_unlock(&av->listener_lock);
 }
 
-/* A positive fabric errno for a getaddrinfo failure (FI_SYNC_ERR status). */
-static int layer_av_gai_errno(int gai_ret)
+void layer_av_notify_removed(struct layer_av *av, const size_t *index, size_t count)
 {
-	switch (gai_ret) {
-	case EAI_MEMORY:
-		return FI_ENOMEM;
-	case EAI_AGAIN:
-		return FI_EAGAIN;
-	case EAI_SYSTEM:
-		return errno ? errno : FI_EIO;
-	default:
-		return FI_EADDRNOTAVAIL;
-	}
-}
-
-/*
- * Resolves node/service into the domain's address family and inserts the first address. A
- * name that does not resolve is a failed insertion (0 returned, FI_ADDR_NOTAVAIL and the
- * FI_SYNC_ERR status set), as fi_av_insert reports a bad address.
- */
-static int layer_av_insertsvc(struct fid_av *av_fid, const char *node, const char *service,
-			      fi_addr_t *fi_addr, uint64_t flags, void *context)
-{
-	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
-	struct addrinfo hints, *ai;
-	int ret;
-
-	ret = layer_av_check_insert(flags, context, "insertsvc");
-	if (ret)
-		return ret;
-	if (!node && !service) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "insertsvc: neither node nor service\n");
-		return -FI_EINVAL;
-	}
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = av->domain->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
-	/* one stream result per address rather than one per socket type */
-	hints.ai_socktype = SOCK_STREAM;
-	ret = getaddrinfo(node, service, &hints, &ai);
-	if (ret) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "insertsvc: cannot resolve %s:%s: %s\n",
-			node ? node : "", service ? service : "", gai_strerror(ret));
-		if (fi_addr)
-			*fi_addr = FI_ADDR_NOTAVAIL;
-		if (flags & FI_SYNC_ERR)
-			*(int *) context = layer_av_gai_errno(ret);
-		return 0;
-	}
-
-	if (ai->ai_addrlen < av->addrlen) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "insertsvc: short address for %s:%s\n",
-			node ? node : "", service ? service : "");
-		if (fi_addr)
-			*fi_addr = FI_ADDR_NOTAVAIL;
-		if (flags & FI_SYNC_ERR)
-			*(int *) context = FI_EADDRNOTAVAIL;
-		ret = 0;
-	} else {
-		ret = layer_av_insert(av_fid, ai->ai_addr, 1, fi_addr, flags, context);
-	}
-	freeaddrinfo(ai);
-	return ret;
-}
-
-static int layer_av_insertsym(struct fid_av *av_fid, const char *node, size_t nodecnt,
-			      const char *service, size_t svccnt, fi_addr_t *fi_addr,
-			      uint64_t flags, void *context)
-{
-	FI_WARN(&layer_prov, FI_LOG_AV, "insertsym is not supported yet\n");
-	return -FI_ENOSYS;
-}
-
-/*
- * All or nothing: every fi_addr is validated (live, and listed once) before any is removed,
- * so a call that fails with -FI_EINVAL leaves the AV unchanged and the caller can tell which
- * entries are still there.
- */
-static int layer_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count, uint64_t flags)
-{
-	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
-	size_t stack_index[LAYER_AV_REMOVE_STACK];
-	size_t *index = stack_index;
+	struct layer_av_listener *listener;
+	struct util_dlist *item;
 	size_t i;
-	int ret;
 
-	if (flags) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "remove: unknown flags 0x%" PRIx64 "\n", flags);
-		return -FI_EINVAL;
+	util_dlist_foreach(&av->listeners, item) {
+		listener = container_of(item, struct layer_av_listener, link);
+		for (i = 0; i < count; i++)
+			listener->on_remove(listener->arg, index[i]);
 	}
-	if (!count)
-		return 0;
-	if (!fi_addr) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "remove: no fi_addr array\n");
-		return -FI_EINVAL;
-	}
-	if (count > LAYER_AV_REMOVE_STACK) {
-		index = count <= SIZE_MAX / sizeof(*index) ? malloc(count * sizeof(*index)) : NULL;
-		if (!index)
-			return -FI_ENOMEM;
-	}
-
-	util_lock_acquire(&av->lock);
-	for (i = 0; i < count; i++) {
-		ret = layer_av_fi_addr_to_index(av, fi_addr[i], &index[i]);
-		if (ret) {
-			FI_WARN(&layer_prov, FI_LOG_AV,
-				"remove: fi_addr %" PRIu64 " (entry %zu) is not in the av\n",
-				(uint64_t) fi_addr[i], i);
-			goto unlock;
-		}
-	}
-	ret = util_av_table_remove_list(&av->table, index, count);
-	if (ret)
-		FI_WARN(&layer_prov, FI_LOG_AV, "remove: an fi_addr is listed twice\n");
-unlock:
-	util_lock_release(&av->lock);
-	if (index != stack_index)
-		free(index);
-	return ret;
 }
+
+/* ---- lookup, straddr ---- */
 
 static int layer_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr, size_t *addrlen)
 {
 	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
+	uint8_t buf[LAYER_AV_ADDR_MAX];
 	size_t index;
-	int ret;
 
 	/* addr may be NULL only for a size query (*addrlen == 0) */
-	if (!addrlen || (*addrlen && !addr)) {
+	if (unlikely(!addrlen || (*addrlen && !addr))) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "lookup: no %s\n", addrlen ? "buffer" : "addrlen");
 		return -FI_EINVAL;
 	}
-
-	util_lock_acquire(&av->lock);
-	ret = layer_av_fi_addr_to_index(av, fi_addr, &index);
-	if (!ret && *addrlen)
-		memcpy(addr, util_av_table_get(&av->table, index), UTIL_MIN(*addrlen, av->addrlen));
-	util_lock_release(&av->lock);
-
-	if (ret) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "lookup: fi_addr %" PRIu64 " is not in the av\n",
+	if (unlikely(layer_av_resolve(av, fi_addr, buf, &index))) {
+		FI_WARN(&layer_prov, FI_LOG_AV, "lookup: fi_addr %#" PRIx64 " is not in the av\n",
 			(uint64_t) fi_addr);
-		return ret;
+		return -FI_EINVAL;
 	}
+	if (*addrlen)
+		memcpy(addr, buf, UTIL_MIN(*addrlen, av->addrlen));
 	*addrlen = av->addrlen;
 	return 0;
 }
@@ -406,26 +318,73 @@ err_format:
 	return NULL;
 }
 
-static int layer_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+/* ---- extension: reverse lookup ---- */
+
+static int layer_av_reverse_lookup(struct fid_av *av_fid, const void *addr, size_t addrlen,
+				   fi_addr_t *fi_addr)
 {
-	/* an EQ only matters to FI_EVENT AVs, which cannot be opened yet */
-	FI_WARN(&layer_prov, FI_LOG_AV, "bind: event queues are not supported yet\n");
-	return -FI_ENOSYS;
+	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
+	uint8_t norm[LAYER_AV_ADDR_MAX];
+	fi_addr_t found;
+
+	if (!fi_addr || layer_av_normalize(av->domain->addr_format, addr, addrlen, norm))
+		return -FI_EINVAL;
+	found = layer_av_find_norm(av, norm, 0);
+	if (found == FI_ADDR_NOTAVAIL)
+		return -FI_ENODATA;
+	*fi_addr = found;
+	return 0;
+}
+
+static struct fi_layer_av_ops layer_av_ext_ops = {
+	.size = sizeof(struct fi_layer_av_ops),
+	.reverse_lookup = layer_av_reverse_lookup,
+};
+
+static int layer_av_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+			     void *context)
+{
+	if (!name || !ops || flags)
+		return -FI_EINVAL;
+	if (strcmp(name, FI_LAYER_AV_OPS))
+		return -FI_ENOSYS;
+	*ops = &layer_av_ext_ops;
+	return 0;
+}
+
+/* ---- close, open ---- */
+
+static void layer_av_free(struct layer_av *av)
+{
+	layer_av_keys_fini(av);
+	if (av->shm)
+		layer_av_shm_close(av);
+	else
+		util_av_table_fini(&av->table);
+	free(av->user_ids);
+	free(av->entry_keys);
+	pthread_mutex_destroy(&av->req_lock);
+	pthread_mutex_destroy(&av->listener_lock);
+	util_lock_fini(&av->lock);
+	free(av);
 }
 
 static int layer_av_close(struct fid *fid)
 {
 	struct layer_av *av = container_of(fid, struct layer_av, av_fid.fid);
+	struct util_dlist *item;
 	int ref = atomic_load(&av->ref);
 
 	if (ref) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "close: %d endpoints still bound\n", ref);
+		FI_WARN(&layer_prov, FI_LOG_AV, "close: %d endpoints or sets still use it\n", ref);
 		return -FI_EBUSY;
 	}
-	util_av_table_fini(&av->table);
-	util_lock_fini(&av->lock);
+	layer_av_event_fini(av);
+	/* listeners left by endpoints that never said goodbye */
+	while ((item = util_dlist_pop_front(&av->listeners)))
+		free(container_of(item, struct layer_av_listener, link));
 	atomic_fetch_sub(&av->domain->ref, 1);
-	free(av);
+	layer_av_free(av);
 	return 0;
 }
 
@@ -434,11 +393,15 @@ static struct fi_ops layer_av_fi_ops = {
 	.close = layer_av_close,
 	.bind = layer_av_bind,
 	.control = layer_no_control,
-	.ops_open = layer_no_ops_open,
+	.ops_open = layer_av_ops_open,
 };
 
-static struct fi_ops_av layer_av_ops = {
-	.size = sizeof(struct fi_ops_av),
+/*
+ * The 1.20 layout (see fi_ext_layer.h): programs built against 1.20+ headers find
+ * insert_auth_key, lookup_auth_key and set_user_id after av_set.
+ */
+static struct fi_layer_ops_av layer_av_ops = {
+	.size = sizeof(struct fi_layer_ops_av),
 	.insert = layer_av_insert,
 	.insertsvc = layer_av_insertsvc,
 	.insertsym = layer_av_insertsym,
@@ -446,9 +409,23 @@ static struct fi_ops_av layer_av_ops = {
 	.lookup = layer_av_lookup,
 	.straddr = layer_av_straddr,
 	.av_set = layer_av_set_open,
+	.insert_auth_key = layer_av_insert_auth_key,
+	.lookup_auth_key = layer_av_lookup_auth_key,
+	.set_user_id = layer_av_set_user_id,
 };
 
-/* Validates attr against what this stage implements; the resolved type goes to *type. */
+/*
+ * fi_av(3) ties authorization keys to a domain opened with auth_key_size == FI_AV_AUTH_KEY.
+ * struct layer_domain does not record the domain's attributes (domain.c is not the AV's):
+ * until it does, the setting is unknown and keys are accepted on every domain.
+ */
+static enum layer_av_auth layer_av_domain_auth(const struct layer_domain *domain)
+{
+	(void) domain;
+	return LAYER_AV_AUTH_UNKNOWN;
+}
+
+/* Validates attr; the resolved type goes to *type. */
 static int layer_av_check_attr(const struct fi_av_attr *attr, enum fi_av_type *type)
 {
 	switch (attr->type) {
@@ -475,24 +452,11 @@ static int layer_av_check_attr(const struct fi_av_attr *attr, enum fi_av_type *t
 		FI_WARN(&layer_prov, FI_LOG_AV, "open: FI_READ without a name\n");
 		return -FI_EINVAL;
 	}
-	if (attr->name) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "open: named (shared) avs are not supported yet\n");
-		return -FI_ENOSYS;
-	}
-	if (attr->flags & FI_EVENT) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "open: FI_EVENT is not supported yet\n");
-		return -FI_ENOSYS;
-	}
-	if (attr->flags & FI_AV_USER_ID) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "open: FI_AV_USER_ID is not supported yet\n");
-		return -FI_ENOSYS;
-	}
-
 	/*
 	 * rx_ctx_bits only serves scalable endpoints (fi_av(3)); ours have one receive context,
-	 * so the only valid rx_index is 0 and fi_rx_addr(fi_addr, 0, bits) == fi_addr for any
-	 * bits: accepted and ignored. An address built with another rx_index is refused like
-	 * any forged fi_addr. FI_SYMMETRIC is an optimisation hint, ignored as allowed.
+	 * so the only valid rx_index is 0 and fi_rx_addr(fi_addr, 0, bits) == fi_addr. The top
+	 * rx_ctx_bits bits of the fi_addrs handed out stay clear, as promised; an fi_addr built
+	 * with another rx_index is refused like any forged one. FI_SYMMETRIC is a hint.
 	 */
 	if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > LAYER_AV_MAX_RX_CTX_BITS) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "open: rx_ctx_bits %d out of range\n",
@@ -502,12 +466,31 @@ static int layer_av_check_attr(const struct fi_av_attr *attr, enum fi_av_type *t
 	return 0;
 }
 
+/*
+ * The fi_addr layout for rx_ctx_bits reserved bits: the check field shrinks to stay below
+ * them (and below the top byte, which tags other kinds of fi_addr); past 32 bits the index
+ * itself has fewer bits.
+ */
+void layer_av_set_encoding(struct layer_av *av, int rx_ctx_bits, uint32_t salt)
+{
+	int reserved = UTIL_MAX(rx_ctx_bits, 64 - LAYER_AV_TAG_SHIFT);
+	int check_bits = UTIL_MIN(LAYER_AV_CHECK_BITS, 32 - reserved);
+
+	av->rx_ctx_bits = rx_ctx_bits;
+	av->check_mask = av->type == FI_AV_MAP && check_bits > 0 ?
+			 (uint32_t) ((1ULL << check_bits) - 1) : 0;
+	av->salt = salt & av->check_mask;
+	av->index_limit = rx_ctx_bits > 32 ? (uint32_t) (1ULL << (64 - rx_ctx_bits)) :
+			  (uint32_t) UTIL_AV_TABLE_MAX_ENTRIES;
+}
+
 int layer_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct fid_av **av_fid,
 		  void *context)
 {
 	struct layer_domain *domain;
 	enum fi_av_type type;
 	struct layer_av *av;
+	uint32_t salt = 0;
 	int ret;
 
 	if (!domain_fid || !attr || !av_fid) {
@@ -520,7 +503,6 @@ int layer_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct
 			domain->addr_format, domain->addrlen);
 		return -FI_EINVAL;
 	}
-
 	ret = layer_av_check_attr(attr, &type);
 	if (ret)
 		return ret;
@@ -528,30 +510,65 @@ int layer_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct
 	av = calloc(1, sizeof(*av));
 	if (!av)
 		return -FI_ENOMEM;
-
-	ret = util_av_table_init(&av->table, domain->addrlen, attr->count);
-	if (ret) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "open: no memory for %zu addresses\n", attr->count);
-		goto err_free_av;
-	}
 	util_lock_init(&av->lock, domain->is_thread_safe);
+	pthread_mutex_init(&av->listener_lock, NULL);
+	pthread_mutex_init(&av->req_lock, NULL);
+	util_dlist_init(&av->listeners);
+	util_dlist_init(&av->reqs);
+	util_dlist_init(&av->eq_link);
 	atomic_init(&av->ref, 0);
 	av->domain = domain;
 	av->type = type;
 	av->flags = attr->flags;
 	av->addrlen = domain->addrlen;
+	av->has_user_id_attr = attr->flags & FI_AV_USER_ID;
+	av->auth = layer_av_domain_auth(domain);
+
+	/* a salt per AV: a handle of one AV is refused by another, small integers by all */
+	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))
+		salt = (uint32_t) (uintptr_t) av ^ (uint32_t) util_now_ms();
+	salt |= 1;
+	layer_av_set_encoding(av, attr->rx_ctx_bits, salt);
+
+	if (attr->name) {
+		/* sets type, encoding and table from the shared AV (and checks they agree) */
+		ret = layer_av_shm_open(av, attr);
+		if (ret)
+			goto err_free;
+		type = av->type;
+	} else {
+		ret = util_av_table_init(&av->table, av->addrlen, attr->count);
+		if (ret) {
+			FI_WARN(&layer_prov, FI_LOG_AV, "open: no memory for %zu addresses\n",
+				attr->count);
+			goto err_free;
+		}
+	}
+	ret = layer_av_keys_init(av);
+	if (ret)
+		goto err_free;
+	if (av->has_user_id_attr) {
+		av->user_ids_cap = av->table.st->capacity;
+		av->user_ids = malloc(av->user_ids_cap * sizeof(*av->user_ids));
+		if (!av->user_ids) {
+			ret = -FI_ENOMEM;
+			goto err_free;
+		}
+		/* fi_av(3): FI_ADDR_NOTAVAIL until fi_av_set_user_id says otherwise */
+		memset(av->user_ids, 0xff, av->user_ids_cap * sizeof(*av->user_ids));
+	}
 
 	av->av_fid.fid.fclass = FI_CLASS_AV;
 	av->av_fid.fid.context = context;
 	av->av_fid.fid.ops = &layer_av_fi_ops;
-	av->av_fid.ops = &layer_av_ops;
+	av->av_fid.ops = (struct fi_ops_av *) &layer_av_ops;
 
 	atomic_fetch_add(&domain->ref, 1);
 	attr->type = type;
 	*av_fid = &av->av_fid;
 	return 0;
 
-err_free_av:
-	free(av);
+err_free:
+	layer_av_free(av);
 	return ret;
 }

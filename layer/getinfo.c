@@ -10,6 +10,8 @@
 #include <strings.h>
 #include <stdlib.h>
 
+#include <rdma/fi_ext_layer.h>
+
 #include "layer/layer.h"
 
 /* Cores ofi_layer runs over when the application names none. sockets is used if named. */
@@ -158,7 +160,8 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 			return false;
 		if (da->caps & ~LAYER_DOMAIN_CAPS)
 			return false;
-		if (da->auth_key_size || da->auth_key)
+		/* AV authorization keys (fi_av(3) 1.20) are the only kind offered */
+		if ((da->auth_key_size && da->auth_key_size != FI_AV_AUTH_KEY) || da->auth_key)
 			return false;
 		if (da->cq_data_size > sizeof(uint64_t))
 			return false;
@@ -261,7 +264,10 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->domain_attr->max_ep_stx_ctx = 0;
 	info->domain_attr->max_ep_srx_ctx = 0;
 	info->domain_attr->cntr_cnt = 1024;
-	info->domain_attr->auth_key_size = 0;
+	/* asked for: AV authorization keys on, reported as asked */
+	info->domain_attr->auth_key_size =
+		hints && hints->domain_attr && hints->domain_attr->auth_key_size == FI_AV_AUTH_KEY ?
+		FI_AV_AUTH_KEY : 0;
 	info->domain_attr->max_err_data = 0;
 
 	/* libfabric appends ";ofi_layer" to the core's name. */

@@ -916,7 +916,7 @@ bool util_av_table_is_live(const struct util_av_table *table, size_t index)
  * caller throws the result away unless the sequence count says nothing changed.
  */
 static int av_find_once(const struct util_av_table *table, const void *key, uint64_t hv,
-			bool is_exact, size_t *index, uint32_t *gen)
+			bool is_exact, size_t min_index, size_t *index, uint32_t *gen)
 {
 	const struct util_av_table_state *st = table->st;
 	const struct util_av_hash *hash = atomic_load_explicit(&table->hash, memory_order_acquire);
@@ -939,6 +939,12 @@ static int av_find_once(const struct util_av_table *table, const void *key, uint
 			if (!entry || !av_equal(entry, key, keylen))
 				continue;
 		}
+		/* a copy below the bound: the key's only copy unless it is marked */
+		if (idx < min_index) {
+			if (!(slot->meta & AV_META_DUP))
+				break;
+			continue;
+		}
 		best = idx;
 		best_gen = slot->meta >> AV_GEN_SHIFT;
 		if (!(slot->meta & AV_META_DUP))
@@ -949,7 +955,7 @@ static int av_find_once(const struct util_av_table *table, const void *key, uint
 	pending_cnt = UTIL_MIN(st->pending_cnt, (uint64_t) UTIL_AV_TABLE_PENDING);
 	for (i = 0; i < pending_cnt; i++) {
 		idx = st->pending[i];
-		if (st->pending_hash[i] != hv || idx >= best)
+		if (st->pending_hash[i] != hv || idx >= best || idx < min_index)
 			continue;
 		entry = av_entry(table, idx);
 		if (!entry || !av_equal(entry, key, keylen))
@@ -971,6 +977,12 @@ static int av_find_once(const struct util_av_table *table, const void *key, uint
 int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
 		       uint32_t *gen)
 {
+	return util_av_table_find_from(table, key, 0, index, gen);
+}
+
+int util_av_table_find_from(const struct util_av_table *table, const void *key,
+			    size_t min_index, size_t *index, uint32_t *gen)
+{
 	struct util_av_table_state *st = table->st;
 	uint64_t hv = av_hash(key, st->keylen);
 	bool is_exact = av_is_exact(key, st->keylen);
@@ -983,7 +995,7 @@ int util_av_table_find(const struct util_av_table *table, const void *key, size_
 		before = atomic_load_explicit(&st->seq, memory_order_acquire);
 		if (before & 1)
 			continue;
-		ret = av_find_once(table, key, hv, is_exact, &idx, &g);
+		ret = av_find_once(table, key, hv, is_exact, min_index, &idx, &g);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
 			continue;

@@ -153,6 +153,9 @@ bool util_av_table_is_live(const struct util_av_table *table, size_t index);
  */
 int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
 		       uint32_t *gen);
+/* The same, for the lowest live index >= min_index holding key (walks a key's copies). */
+int util_av_table_find_from(const struct util_av_table *table, const void *key,
+			    size_t min_index, size_t *index, uint32_t *gen);
 
 /*
  * After a writer died in the middle of a change (attached tables in shared memory): rebuilds
