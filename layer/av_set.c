@@ -479,16 +479,17 @@ static int layer_av_set_check_attr(const struct layer_av *av, const struct fi_av
 static int layer_av_set_add_range(struct layer_av_set *set, const struct fi_av_set_attr *attr)
 {
 	const struct util_av_table *table = &set->av->table;
+	uint64_t end = util_av_table_end(table);
 	uint64_t index, last;
 	size_t added = 0;
 	int ret;
 
-	if (!table->end || attr->start_addr >= table->end)
+	if (attr->start_addr >= end)
 		return 0;
-	last = UTIL_MIN(attr->end_addr, (uint64_t) table->end - 1);
-	ret = util_av_set_reserve(
-		&set->members,
-		UTIL_MIN((last - attr->start_addr) / attr->stride + 1, (uint64_t) table->count));
+	last = UTIL_MIN(attr->end_addr, end - 1);
+	ret = util_av_set_reserve(&set->members,
+				  UTIL_MIN((last - attr->start_addr) / attr->stride + 1,
+					   (uint64_t) util_av_table_count(table)));
 	if (ret)
 		return ret;
 
@@ -500,8 +501,8 @@ static int layer_av_set_add_range(struct layer_av_set *set, const struct fi_av_s
 					attr->count);
 				return -FI_EINVAL;
 			}
-			/* FI_AV_TABLE: the fi_addr is the index (fi_av(3)) */
-			ret = util_av_set_insert(&set->members, index);
+			ret = util_av_set_insert(&set->members,
+						 layer_av_index_to_fi_addr(set->av, index));
 			if (ret)
 				return ret;
 			added++;
@@ -512,49 +513,21 @@ static int layer_av_set_add_range(struct layer_av_set *set, const struct fi_av_s
 	}
 }
 
-/*
- * The fi_addr of a live table index. FI_AV_TABLE fi_addrs are the indices (fi_av(3)). How
- * FI_AV_MAP handles are made is av.c's business (its static layer_av_index_to_fi_addr): the
- * index is tried as a handle and kept only if the AV resolves it back to the same entry, so
- * a set never holds an fi_addr naming another entry. An exported converter would replace it.
- */
-static int layer_av_set_index_to_fi_addr(struct layer_av *av, size_t index, fi_addr_t *fi_addr)
-{
-	struct sockaddr_storage addr;
-	size_t back;
-
-	if (av->type == FI_AV_TABLE) {
-		*fi_addr = index;
-		return 0;
-	}
-	if (av->addrlen > sizeof(addr) || layer_av_get_addr(av, index, &addr, &back) ||
-	    back != index) {
-		FI_WARN(&layer_prov, FI_LOG_AV,
-			"av_set: FI_UNIVERSE of an FI_AV_MAP av needs "
-			"layer_av_index_to_fi_addr\n");
-		return -FI_ENOSYS;
-	}
-	*fi_addr = index;
-	return 0;
-}
-
 /* Every live entry, in index order (AV lock held). */
 static int layer_av_set_add_universe(struct layer_av_set *set)
 {
 	const struct util_av_table *table = &set->av->table;
-	fi_addr_t fi_addr;
+	size_t end = util_av_table_end(table);
 	size_t index;
 	int ret;
 
-	ret = util_av_set_reserve(&set->members, table->count);
+	ret = util_av_set_reserve(&set->members, util_av_table_count(table));
 	if (ret)
 		return ret;
-	for (index = 0; index < table->end; index++) {
+	for (index = 0; index < end; index++) {
 		if (!util_av_table_is_live(table, index))
 			continue;
-		ret = layer_av_set_index_to_fi_addr(set->av, index, &fi_addr);
-		if (!ret)
-			ret = util_av_set_insert(&set->members, fi_addr);
+		ret = util_av_set_insert(&set->members, layer_av_index_to_fi_addr(set->av, index));
 		if (ret)
 			return ret;
 	}

@@ -1,8 +1,11 @@
 /*
  * Ordered id sets (see av_set.h). The array keeps the order; the index answers membership.
- * Only two places decide the index's form: building it when the array grows (bitmap when
- * every id ever held fits the bitmap budget of the new capacity, hash otherwise), and adding
- * an id past the bitmap (the bitmap grows within its budget, else the index becomes a hash).
+ * Only two places decide the index's form: growing the array (a hash becomes a bitmap again
+ * when every member fits the bitmap budget of the new capacity), and adding an id (the bitmap
+ * grows within its budget, else the index becomes a hash; a hash doubles when 3/4 full).
+ *
+ * Union, intersect and diff visit members in batches, prefetching the index slots of a whole
+ * batch before using them, so that the cache misses of a large hash overlap.
  */
 #include "config.h"
 
@@ -17,6 +20,8 @@
 /* a bitmap this small (8 KiB) is always allowed, whatever the capacity */
 #define UTIL_AV_SET_BITMAP_MIN_WORDS 1024
 #define UTIL_AV_SET_HASH_MIN_SLOTS 32
+/* members whose index slots are prefetched together */
+#define UTIL_AV_SET_BATCH 16
 
 /*
  * The largest bitmap (in words) a set of this capacity may keep: one word per member of
@@ -27,12 +32,20 @@ static size_t util_av_set_bitmap_budget(size_t capacity)
 	return UTIL_MAX(capacity, (size_t) UTIL_AV_SET_BITMAP_MIN_WORDS);
 }
 
-/* Hash slots for a capacity: at most half full, a power of two. 0 if it cannot be sized. */
-static size_t util_av_set_hash_slots(size_t capacity)
+/* Hash slots for members members: half full at most, a power of two. 0 if too many. */
+static size_t util_av_set_hash_slots(size_t members)
 {
-	if (capacity > SIZE_MAX / 4 / sizeof(uint64_t))
+	if (members > SIZE_MAX / 4 / sizeof(uint64_t))
 		return 0;
-	return util_roundup_pow2(UTIL_MAX(2 * capacity, (size_t) UTIL_AV_SET_HASH_MIN_SLOTS));
+	return util_roundup_pow2(UTIL_MAX(2 * members, (size_t) UTIL_AV_SET_HASH_MIN_SLOTS));
+}
+
+static inline void util_av_set_prefetch(const struct util_av_set *set, uint64_t id)
+{
+	if (set->hash)
+		__builtin_prefetch(&set->hash[util_av_set_hash_home(id, set->hash_mask)]);
+	else if (id / 64 < set->bitmap_words)
+		__builtin_prefetch(&set->bitmap[id / 64]);
 }
 
 static void util_av_set_hash_put(uint64_t *hash, size_t mask, uint64_t id)
@@ -79,23 +92,38 @@ static void util_av_set_index_del(struct util_av_set *set, uint64_t id)
 		set->bitmap[id / 64] &= ~(1ULL << (id % 64));
 }
 
-/* A hash index of the current members sized for capacity, in *hash and *mask. */
-static int util_av_set_build_hash(const struct util_av_set *set, size_t capacity, uint64_t **hash,
+/*
+ * Empties hash and puts the ids into it, the slots of a batch prefetched together (a large
+ * hash lives in memory, not cache).
+ */
+static void util_av_set_hash_fill(uint64_t *hash, size_t mask, const uint64_t *ids, size_t n)
+{
+	size_t base, end, i;
+
+	/* all bytes 0xff: every slot UTIL_AV_SET_NO_ID */
+	memset(hash, 0xff, (mask + 1) * sizeof(*hash));
+	for (base = 0; base < n; base = end) {
+		end = UTIL_MIN(base + UTIL_AV_SET_BATCH, n);
+		for (i = base; i < end; i++)
+			__builtin_prefetch(&hash[util_av_set_hash_home(ids[i], mask)]);
+		for (i = base; i < end; i++)
+			util_av_set_hash_put(hash, mask, ids[i]);
+	}
+}
+
+/* A hash index of the current members with room for members members, in *hash and *mask. */
+static int util_av_set_build_hash(const struct util_av_set *set, size_t members, uint64_t **hash,
 				  size_t *mask)
 {
-	size_t slots = util_av_set_hash_slots(capacity);
-	size_t i;
+	size_t slots = util_av_set_hash_slots(UTIL_MAX(members, set->count));
 
 	if (!slots)
 		return -FI_ENOMEM;
 	*hash = malloc(slots * sizeof(**hash));
 	if (!*hash)
 		return -FI_ENOMEM;
-	/* all bytes 0xff: every slot UTIL_AV_SET_NO_ID */
-	memset(*hash, 0xff, slots * sizeof(**hash));
 	*mask = slots - 1;
-	for (i = 0; i < set->count; i++)
-		util_av_set_hash_put(*hash, *mask, set->ids[i]);
+	util_av_set_hash_fill(*hash, *mask, set->ids, set->count);
 	return 0;
 }
 
@@ -119,60 +147,46 @@ static size_t util_av_set_bitmap_words(uint64_t max_id, size_t budget)
 }
 
 /*
- * Grows the array to hold at least need members and rebuilds the index for the new capacity
- * when its form or size has to change. All or nothing: -FI_ENOMEM leaves the set as it was.
+ * Grows the array to hold at least need members; a hash index whose members now fit the
+ * bitmap budget of the new capacity becomes a bitmap. All or nothing: -FI_ENOMEM leaves the
+ * set as it was.
  */
 static int util_av_set_grow(struct util_av_set *set, size_t need)
 {
 	size_t capacity =
 		UTIL_MAX(need, UTIL_MAX(2 * set->capacity, (size_t) UTIL_AV_SET_MIN_CAPACITY));
 	size_t budget = util_av_set_bitmap_budget(capacity);
-	uint64_t *ids, *hash = NULL, *bitmap = NULL;
-	size_t mask = 0, words = 0, i;
+	uint64_t *ids, *bitmap = NULL;
+	bool to_bitmap = false;
+	size_t words = 0, i;
 	int ret;
 
 	if (capacity > SIZE_MAX / sizeof(*ids))
 		return -FI_ENOMEM;
 
-	/* removals leave max_id an upper bound: make it exact (growth is linear anyway) */
-	set->max_id = 0;
-	for (i = 0; i < set->count; i++)
-		set->max_id = UTIL_MAX(set->max_id, set->ids[i]);
-
-	if (set->count && set->max_id / 64 >= budget) {
-		/* still too sparse for a bitmap: the hash needs resizing only if too small */
-		if (!set->hash || util_av_set_hash_slots(capacity) > set->hash_mask + 1) {
-			ret = util_av_set_build_hash(set, capacity, &hash, &mask);
-			if (ret)
-				return ret;
-		}
-	} else if (set->hash) {
-		/* dense enough now (or empty): back to a bitmap */
-		words = set->count ? util_av_set_bitmap_words(set->max_id, budget) : 0;
-		if (words) {
-			ret = util_av_set_build_bitmap(set, words, &bitmap);
-			if (ret)
-				return ret;
-		}
+	if (set->hash) {
+		/* removals leave max_id an upper bound: make it exact (growth is linear anyway) */
+		set->max_id = 0;
+		for (i = 0; i < set->count; i++)
+			set->max_id = UTIL_MAX(set->max_id, set->ids[i]);
+		to_bitmap = set->max_id / 64 < budget;
+	}
+	if (to_bitmap && set->count) {
+		words = util_av_set_bitmap_words(set->max_id, budget);
+		ret = util_av_set_build_bitmap(set, words, &bitmap);
+		if (ret)
+			return ret;
 	}
 
 	ids = realloc(set->ids, capacity * sizeof(*ids));
 	if (!ids) {
-		free(hash);
 		free(bitmap);
 		return -FI_ENOMEM;
 	}
 	set->ids = ids;
 	set->capacity = capacity;
 
-	if (hash) {
-		free(set->hash);
-		free(set->bitmap);
-		set->hash = hash;
-		set->hash_mask = mask;
-		set->bitmap = NULL;
-		set->bitmap_words = 0;
-	} else if (set->hash) {
+	if (to_bitmap) {
 		free(set->hash);
 		set->hash = NULL;
 		set->hash_mask = 0;
@@ -182,18 +196,42 @@ static int util_av_set_grow(struct util_av_set *set, size_t need)
 	return 0;
 }
 
+/* Replaces the index by a hash with room for members members. -FI_ENOMEM: nothing changed. */
+static int util_av_set_rehash(struct util_av_set *set, size_t members)
+{
+	uint64_t *hash;
+	size_t mask;
+	int ret;
+
+	ret = util_av_set_build_hash(set, members, &hash, &mask);
+	if (ret)
+		return ret;
+	free(set->hash);
+	free(set->bitmap);
+	set->bitmap = NULL;
+	set->bitmap_words = 0;
+	set->hash = hash;
+	set->hash_mask = mask;
+	return 0;
+}
+
 /*
- * Makes the index able to take id (capacity for it is already there): grows the bitmap
- * within its budget, or turns the index into a hash. -FI_ENOMEM leaves the set unchanged.
+ * Makes the index able to take one more member, id: doubles a 3/4-full hash, grows the
+ * bitmap within its budget, or turns the index into a hash. -FI_ENOMEM: nothing changed.
  */
 static int util_av_set_index_prepare(struct util_av_set *set, uint64_t id)
 {
 	size_t budget = util_av_set_bitmap_budget(set->capacity);
-	size_t words, mask;
-	uint64_t *bitmap, *hash;
-	int ret;
+	uint64_t *bitmap;
+	size_t words;
 
-	if (set->hash || id / 64 < set->bitmap_words)
+	if (set->hash) {
+		/* built half full, doubled at 3/4: fewer rebuilds, probes still within a line */
+		if (4 * (set->count + 1) <= 3 * (set->hash_mask + 1))
+			return 0;
+		return util_av_set_rehash(set, set->count + 1);
+	}
+	if (id / 64 < set->bitmap_words)
 		return 0;
 
 	if (id / 64 < budget) {
@@ -207,16 +245,7 @@ static int util_av_set_index_prepare(struct util_av_set *set, uint64_t id)
 		set->bitmap_words = words;
 		return 0;
 	}
-
-	ret = util_av_set_build_hash(set, set->capacity, &hash, &mask);
-	if (ret)
-		return ret;
-	free(set->bitmap);
-	set->bitmap = NULL;
-	set->bitmap_words = 0;
-	set->hash = hash;
-	set->hash_mask = mask;
-	return 0;
+	return util_av_set_rehash(set, set->count + 1);
 }
 
 /* Appends an id known not to be a member. 0 or -FI_ENOMEM (set unchanged). */
@@ -259,7 +288,16 @@ void util_av_set_fini(struct util_av_set *set)
 
 int util_av_set_reserve(struct util_av_set *set, size_t count)
 {
-	return count > set->capacity ? util_av_set_grow(set, count) : 0;
+	int ret;
+
+	if (count > set->capacity) {
+		ret = util_av_set_grow(set, count);
+		if (ret)
+			return ret;
+	}
+	if (set->hash && util_av_set_hash_slots(count) > set->hash_mask + 1)
+		return util_av_set_rehash(set, count);
+	return 0;
 }
 
 int util_av_set_insert(struct util_av_set *set, uint64_t id)
@@ -283,6 +321,8 @@ int util_av_set_remove(struct util_av_set *set, uint64_t id)
 	memmove(&set->ids[pos], &set->ids[pos + 1], (set->count - pos - 1) * sizeof(*set->ids));
 	set->count--;
 	util_av_set_index_del(set, id);
+	if (!set->count)
+		set->max_id = 0;
 	return 0;
 }
 
@@ -300,17 +340,22 @@ void util_av_set_clear(struct util_av_set *set)
 int util_av_set_union(struct util_av_set *dst, const struct util_av_set *src)
 {
 	size_t old_count = dst->count;
-	size_t i;
+	size_t base, end, i;
 	int ret;
 
 	if (dst == src)
 		return 0;
-	for (i = 0; i < src->count; i++) {
-		if (util_av_set_contains(dst, src->ids[i]))
-			continue;
-		ret = util_av_set_append(dst, src->ids[i]);
-		if (unlikely(ret))
-			goto err_undo_appends;
+	for (base = 0; base < src->count; base = end) {
+		end = UTIL_MIN(base + UTIL_AV_SET_BATCH, src->count);
+		for (i = base; i < end; i++)
+			util_av_set_prefetch(dst, src->ids[i]);
+		for (i = base; i < end; i++) {
+			if (util_av_set_contains(dst, src->ids[i]))
+				continue;
+			ret = util_av_set_append(dst, src->ids[i]);
+			if (unlikely(ret))
+				goto err_undo_appends;
+		}
 	}
 	return 0;
 
@@ -321,21 +366,44 @@ err_undo_appends:
 	return ret;
 }
 
-/* Keeps the members of set for which contains(other) == keep_if, in order. */
+/*
+ * Keeps the members of set for which contains(other) == keep_if, in order. A hash index loses
+ * the others one by one while they are few; past 1/32 of the members, refilling it from
+ * the survivors at the end is cheaper than that many backward shifts.
+ */
 static void util_av_set_filter(struct util_av_set *set, const struct util_av_set *other,
 			       bool keep_if)
 {
-	size_t i, kept = 0;
+	size_t base, end, i, kept = 0, dropped = 0;
+	bool is_refill = false;
 	uint64_t id;
 
-	for (i = 0; i < set->count; i++) {
-		id = set->ids[i];
-		if (util_av_set_contains(other, id) == keep_if)
-			set->ids[kept++] = id;
-		else
-			util_av_set_index_del(set, id);
+	for (base = 0; base < set->count; base = end) {
+		end = UTIL_MIN(base + UTIL_AV_SET_BATCH, set->count);
+		for (i = base; i < end; i++) {
+			util_av_set_prefetch(other, set->ids[i]);
+			if (!is_refill)
+				util_av_set_prefetch(set, set->ids[i]);
+		}
+		for (i = base; i < end; i++) {
+			id = set->ids[i];
+			if (util_av_set_contains(other, id) == keep_if) {
+				set->ids[kept++] = id;
+				continue;
+			}
+			if (set->hash && !is_refill && ++dropped > set->count / 32)
+				is_refill = true;
+			if (!is_refill)
+				util_av_set_index_del(set, id);
+		}
 	}
 	set->count = kept;
+	/*
+	 * A hash sized for the survivors keeps later work linear in them; without memory for
+	 * it, the old one is refilled in place, so intersect and diff never fail.
+	 */
+	if (is_refill && util_av_set_rehash(set, kept))
+		util_av_set_hash_fill(set->hash, set->hash_mask, set->ids, kept);
 	if (!kept)
 		set->max_id = 0;
 }

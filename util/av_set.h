@@ -6,7 +6,8 @@
  * The index is a bitmap while the ids are dense enough for it (FI_AV_TABLE indices, the
  * usual case: one bit per possible id, at most 8 bytes per member of capacity, the size of
  * the array itself) and an open-addressing hash otherwise (sparse or huge ids: FI_AV_MAP
- * handles). The choice is made again whenever the array grows.
+ * handles), sized by the members (built half full, doubled at 3/4). A hash turns back into a
+ * bitmap when the array grows and the members fit the bitmap again.
  *
  * Ordering rules, from fi_av_set(3): insert and union append at the end (union in the
  * source's order); remove, intersect and diff keep the order of the remaining members.
@@ -40,7 +41,10 @@ struct util_av_set {
 int util_av_set_init(struct util_av_set *set, size_t count_hint);
 void util_av_set_fini(struct util_av_set *set);
 
-/* Makes room for count members without further allocation. 0 or -FI_ENOMEM. */
+/*
+ * Makes room for count members (array, and hash when the index is one) so that growth does not
+ * happen one doubling at a time. 0 or -FI_ENOMEM.
+ */
 int util_av_set_reserve(struct util_av_set *set, size_t count);
 
 /* Appends id. 0, -FI_EALREADY (a member: nothing changes), -FI_EINVAL (NO_ID), -FI_ENOMEM. */

@@ -407,6 +407,44 @@ static void test_union_enomem(void **state)
 	util_av_set_fini(&src);
 }
 
+/* Intersect and diff never fail: without memory for a smaller hash they refill the old one. */
+static void test_filter_enomem(void **state)
+{
+	struct util_av_set set, other;
+	uint64_t i;
+
+	assert_int_equal(util_av_set_init(&set, 0), 0);
+	assert_int_equal(util_av_set_init(&other, 0), 0);
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(util_av_set_insert(&set, i << 40), 0);
+	for (i = 0; i < 1000; i += 3)
+		assert_int_equal(util_av_set_insert(&other, i << 40), 0);
+	assert_false(util_av_set_is_bitmap(&set));
+	assert_int_equal(util_av_set_reserve(&set, 4000), 0);
+
+	alloc_budget = 0;
+	util_av_set_intersect(&set, &other);
+	alloc_budget = -1;
+	assert_int_equal(util_av_set_count(&set), 334);
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(util_av_set_contains(&set, i << 40), i % 3 == 0);
+	assert_int_equal(util_av_set_ids(&set)[1], 3ULL << 40);
+
+	/* with memory, the hash shrinks to the survivors */
+	util_av_set_fini(&other);
+	assert_int_equal(util_av_set_init(&other, 0), 0);
+	for (i = 0; i < 1000; i += 6)
+		assert_int_equal(util_av_set_insert(&other, i << 40), 0);
+	util_av_set_diff(&set, &other);
+	assert_int_equal(util_av_set_count(&set), 167);
+	assert_int_equal(util_av_set_ids(&set)[0], 3ULL << 40);
+	assert_true(util_av_set_mem_size(&set) < 4000 * sizeof(uint64_t) + 1024 * sizeof(uint64_t));
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(util_av_set_contains(&set, i << 40), i % 6 == 3);
+	util_av_set_fini(&set);
+	util_av_set_fini(&other);
+}
+
 /* ---- random runs against a plain model ---- */
 
 struct model {
@@ -575,6 +613,7 @@ int main(void)
 		cmocka_unit_test(test_count_hint),
 		cmocka_unit_test_setup_teardown(test_strided_hash, setup_set, teardown_set),
 		cmocka_unit_test(test_union_enomem),
+		cmocka_unit_test(test_filter_enomem),
 		cmocka_unit_test(test_random_dense),
 		cmocka_unit_test(test_random_strided),
 		cmocka_unit_test(test_random_sparse),
