@@ -42,10 +42,12 @@ static size_t util_av_set_hash_slots(size_t members)
 
 static inline void util_av_set_prefetch(const struct util_av_set *set, uint64_t id)
 {
+	uint64_t rel = id - set->bitmap_base;
+
 	if (set->hash)
 		__builtin_prefetch(&set->hash[util_av_set_hash_home(id, set->hash_mask)]);
-	else if (id / 64 < set->bitmap_words)
-		__builtin_prefetch(&set->bitmap[id / 64]);
+	else if (rel / 64 < set->bitmap_words)
+		__builtin_prefetch(&set->bitmap[rel / 64]);
 }
 
 static void util_av_set_hash_put(uint64_t *hash, size_t mask, uint64_t id)
@@ -83,13 +85,24 @@ static void util_av_set_hash_del(struct util_av_set *set, uint64_t id)
 	set->hash[hole] = UTIL_AV_SET_NO_ID;
 }
 
+/* Bit operations of the bitmap index, for ids inside its window. */
+static inline void util_av_set_bit_set(struct util_av_set *set, uint64_t id)
+{
+	set->bitmap[(id - set->bitmap_base) / 64] |= 1ULL << (id % 64);
+}
+
+static inline void util_av_set_bit_clear(struct util_av_set *set, uint64_t id)
+{
+	set->bitmap[(id - set->bitmap_base) / 64] &= ~(1ULL << (id % 64));
+}
+
 /* Index removal of a member. */
 static void util_av_set_index_del(struct util_av_set *set, uint64_t id)
 {
 	if (set->hash)
 		util_av_set_hash_del(set, id);
 	else
-		set->bitmap[id / 64] &= ~(1ULL << (id % 64));
+		util_av_set_bit_clear(set, id);
 }
 
 /*
@@ -127,8 +140,38 @@ static int util_av_set_build_hash(const struct util_av_set *set, size_t members,
 	return 0;
 }
 
-/* A bitmap of the current members with words words (which cover every member). */
-static int util_av_set_build_bitmap(const struct util_av_set *set, size_t words, uint64_t **bitmap)
+/*
+ * A bitmap window covering lo..hi within budget words, in *base and *words: false if none
+ * fits. Small ids get a window from 0 (nothing to move when lower ones come). Otherwise it
+ * starts at lo, with as much room again below lo when it had to move down (is_down), and it
+ * is rounded up above: windows double either way, so moving them costs amortised O(1).
+ */
+static bool util_av_set_bitmap_window(uint64_t lo, uint64_t hi, size_t budget, bool is_down,
+				      uint64_t *base, size_t *words)
+{
+	uint64_t need, slack;
+
+	if (hi / 64 < budget) {
+		*base = 0;
+		need = hi / 64 + 1;
+	} else {
+		*base = lo & ~63ULL;
+		need = (hi - *base) / 64 + 1;
+		if (need > budget)
+			return false;
+		if (is_down) {
+			slack = UTIL_MIN(UTIL_MIN(need, *base / 64), budget - need);
+			*base -= slack * 64;
+			need += slack;
+		}
+	}
+	*words = UTIL_MIN(util_roundup_pow2((size_t) need), budget);
+	return true;
+}
+
+/* A bitmap of the current members over the window base, words (which covers them all). */
+static int util_av_set_build_bitmap(const struct util_av_set *set, uint64_t base, size_t words,
+				    uint64_t **bitmap)
 {
 	size_t i;
 
@@ -136,14 +179,8 @@ static int util_av_set_build_bitmap(const struct util_av_set *set, size_t words,
 	if (!*bitmap)
 		return -FI_ENOMEM;
 	for (i = 0; i < set->count; i++)
-		(*bitmap)[set->ids[i] / 64] |= 1ULL << (set->ids[i] % 64);
+		(*bitmap)[(set->ids[i] - base) / 64] |= 1ULL << (set->ids[i] % 64);
 	return 0;
-}
-
-/* Words for a bitmap covering ids up to max_id, rounded up so that growth is amortised. */
-static size_t util_av_set_bitmap_words(uint64_t max_id, size_t budget)
-{
-	return UTIL_MIN(util_roundup_pow2((size_t) (max_id / 64) + 1), budget);
 }
 
 /*
@@ -156,7 +193,7 @@ static int util_av_set_grow(struct util_av_set *set, size_t need)
 	size_t capacity =
 		UTIL_MAX(need, UTIL_MAX(2 * set->capacity, (size_t) UTIL_AV_SET_MIN_CAPACITY));
 	size_t budget = util_av_set_bitmap_budget(capacity);
-	uint64_t *ids, *bitmap = NULL;
+	uint64_t *ids, *bitmap = NULL, min_id = UINT64_MAX, base = 0;
 	bool to_bitmap = false;
 	size_t words = 0, i;
 	int ret;
@@ -167,13 +204,15 @@ static int util_av_set_grow(struct util_av_set *set, size_t need)
 	if (set->hash) {
 		/* removals leave max_id an upper bound: make it exact (growth is linear anyway) */
 		set->max_id = 0;
-		for (i = 0; i < set->count; i++)
+		for (i = 0; i < set->count; i++) {
 			set->max_id = UTIL_MAX(set->max_id, set->ids[i]);
-		to_bitmap = set->max_id / 64 < budget;
+			min_id = UTIL_MIN(min_id, set->ids[i]);
+		}
+		to_bitmap = !set->count || util_av_set_bitmap_window(min_id, set->max_id, budget,
+								     false, &base, &words);
 	}
 	if (to_bitmap && set->count) {
-		words = util_av_set_bitmap_words(set->max_id, budget);
-		ret = util_av_set_build_bitmap(set, words, &bitmap);
+		ret = util_av_set_build_bitmap(set, base, words, &bitmap);
 		if (ret)
 			return ret;
 	}
@@ -192,6 +231,7 @@ static int util_av_set_grow(struct util_av_set *set, size_t need)
 		set->hash_mask = 0;
 		set->bitmap = bitmap;
 		set->bitmap_words = words;
+		set->bitmap_base = base;
 	}
 	return 0;
 }
@@ -210,6 +250,7 @@ static int util_av_set_rehash(struct util_av_set *set, size_t members)
 	free(set->bitmap);
 	set->bitmap = NULL;
 	set->bitmap_words = 0;
+	set->bitmap_base = 0;
 	set->hash = hash;
 	set->hash_mask = mask;
 	return 0;
@@ -222,8 +263,10 @@ static int util_av_set_rehash(struct util_av_set *set, size_t members)
 static int util_av_set_index_prepare(struct util_av_set *set, uint64_t id)
 {
 	size_t budget = util_av_set_bitmap_budget(set->capacity);
-	uint64_t *bitmap;
+	uint64_t *bitmap, base, lo, hi;
+	bool is_down;
 	size_t words;
+	int ret;
 
 	if (set->hash) {
 		/* built half full, doubled at 3/4: fewer rebuilds, probes still within a line */
@@ -231,21 +274,33 @@ static int util_av_set_index_prepare(struct util_av_set *set, uint64_t id)
 			return 0;
 		return util_av_set_rehash(set, set->count + 1);
 	}
-	if (id / 64 < set->bitmap_words)
+	if ((id - set->bitmap_base) / 64 < set->bitmap_words)
 		return 0;
 
-	if (id / 64 < budget) {
-		words = util_av_set_bitmap_words(UTIL_MAX(id, set->max_id), budget);
+	/* members lie in the current window; an empty set may move it anywhere */
+	is_down = set->count && id < set->bitmap_base;
+	lo = set->count ? UTIL_MIN(id, set->bitmap_base) : id;
+	hi = set->count ? UTIL_MAX(id, set->max_id) : id;
+	if (!util_av_set_bitmap_window(lo, hi, budget, is_down, &base, &words))
+		return util_av_set_rehash(set, set->count + 1);
+
+	if (base == set->bitmap_base && set->bitmap_words) {
+		/* the same start: extend in place */
 		bitmap = realloc(set->bitmap, words * sizeof(*bitmap));
 		if (!bitmap)
 			return -FI_ENOMEM;
 		memset(bitmap + set->bitmap_words, 0,
 		       (words - set->bitmap_words) * sizeof(*bitmap));
-		set->bitmap = bitmap;
-		set->bitmap_words = words;
-		return 0;
+	} else {
+		ret = util_av_set_build_bitmap(set, base, words, &bitmap);
+		if (ret)
+			return ret;
+		free(set->bitmap);
 	}
-	return util_av_set_rehash(set, set->count + 1);
+	set->bitmap = bitmap;
+	set->bitmap_words = words;
+	set->bitmap_base = base;
+	return 0;
 }
 
 /* Appends an id known not to be a member. 0 or -FI_ENOMEM (set unchanged). */
@@ -265,7 +320,7 @@ static int util_av_set_append(struct util_av_set *set, uint64_t id)
 	if (set->hash)
 		util_av_set_hash_put(set->hash, set->hash_mask, id);
 	else
-		set->bitmap[id / 64] |= 1ULL << (id % 64);
+		util_av_set_bit_set(set, id);
 	set->ids[set->count++] = id;
 	if (id > set->max_id)
 		set->max_id = id;

@@ -3,11 +3,12 @@
  * in an array, plus a membership index so that every test is O(1) and every operation is
  * linear in the sizes of the sets involved, never a nested scan.
  *
- * The index is a bitmap while the ids are dense enough for it (FI_AV_TABLE indices, the
- * usual case: one bit per possible id, at most 8 bytes per member of capacity, the size of
- * the array itself) and an open-addressing hash otherwise (sparse or huge ids: FI_AV_MAP
- * handles), sized by the members (built half full, doubled at 3/4). A hash turns back into a
- * bitmap when the array grows and the members fit the bitmap again.
+ * The index is a bitmap while the ids are dense enough for it: one bit per possible id of a
+ * window, at most 8 bytes per member of capacity (the size of the array itself). The window
+ * starts at 0 for small ids (FI_AV_TABLE indices) and near the lowest id otherwise (FI_AV_MAP
+ * handles of an AV whose entries share a generation). Sparse ids get an open-addressing hash
+ * sized by the members (built half full, doubled at 3/4), which turns back into a bitmap when
+ * the array grows and the members fit one again.
  *
  * Ordering rules, from fi_av_set(3): insert and union append at the end (union in the
  * source's order); remove, intersect and diff keep the order of the remaining members.
@@ -29,9 +30,10 @@ struct util_av_set {
 	/* hash index when hash != NULL: linear probing, UTIL_AV_SET_NO_ID marks an empty slot */
 	uint64_t *hash;
 	size_t hash_mask;
-	/* bitmap index otherwise: bit id set for each member (bitmap_words may be 0) */
+	/* bitmap index otherwise: bit (id - bitmap_base) set for each member */
 	uint64_t *bitmap;
-	size_t bitmap_words;
+	size_t bitmap_words;  /* may be 0 */
+	uint64_t bitmap_base; /* a multiple of 64: 0 for small ids, else near the lowest */
 };
 
 /*
@@ -94,10 +96,12 @@ static inline size_t util_av_set_hash_home(uint64_t id, size_t mask)
 
 static inline bool util_av_set_contains(const struct util_av_set *set, uint64_t id)
 {
+	/* below the base, the difference wraps to a huge value: outside too */
+	uint64_t rel = id - set->bitmap_base;
 	size_t slot;
 
 	if (!set->hash)
-		return id / 64 < set->bitmap_words && (set->bitmap[id / 64] >> (id % 64) & 1);
+		return rel / 64 < set->bitmap_words && (set->bitmap[rel / 64] >> (rel % 64) & 1);
 	/* NO_ID marks the empty slots: looking it up would stop at the first one */
 	if (id == UTIL_AV_SET_NO_ID)
 		return false;

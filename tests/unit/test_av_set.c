@@ -318,6 +318,64 @@ static void test_forms(void **state)
 	util_av_set_fini(&dense);
 }
 
+/*
+ * Ids dense above a large offset (FI_AV_MAP handles sharing a generation) keep a bitmap whose
+ * window starts near them, in either order of insertion; a far id turns it into a hash.
+ */
+static void test_window(void **state)
+{
+	struct util_av_set *set = *state;
+	struct util_av_set other;
+	const uint64_t base = 7ULL << 32;
+	uint64_t i;
+
+	for (i = 100; i < 200; i++)
+		assert_int_equal(util_av_set_insert(set, base + i), 0);
+	assert_true(util_av_set_is_bitmap(set));
+	assert_int_equal(util_av_set_insert(set, base + 5), 0);
+	assert_true(util_av_set_is_bitmap(set));
+	assert_true(util_av_set_contains(set, base + 5));
+	assert_true(util_av_set_contains(set, base + 150));
+	assert_false(util_av_set_contains(set, base + 6));
+	assert_false(util_av_set_contains(set, 5));
+	assert_false(util_av_set_contains(set, base - 64));
+	assert_int_equal(util_av_set_insert(set, base + 5), -FI_EALREADY);
+	assert_int_equal(util_av_set_ids(set)[100], base + 5);
+
+	/* descending: the window moves down in doublings, and stays a bitmap */
+	assert_int_equal(util_av_set_init(&other, 0), 0);
+	for (i = 20000; i > 0; i--)
+		assert_int_equal(util_av_set_insert(&other, base + i), 0);
+	assert_true(util_av_set_is_bitmap(&other));
+	assert_int_equal(util_av_set_count(&other), 20000);
+	assert_true(util_av_set_mem_size(&other) <= 2 * 32768 * sizeof(uint64_t));
+
+	/* other's (descending) order survives */
+	util_av_set_intersect(&other, set);
+	assert_int_equal(util_av_set_count(&other), 101);
+	assert_int_equal(util_av_set_ids(&other)[0], base + 199);
+	assert_int_equal(util_av_set_ids(&other)[99], base + 100);
+	assert_int_equal(util_av_set_ids(&other)[100], base + 5);
+	assert_int_equal(util_av_set_remove(&other, base + 5), 0);
+	assert_int_equal(util_av_set_union(&other, set), 0);
+	assert_int_equal(util_av_set_count(&other), 101);
+	assert_int_equal(util_av_set_ids(&other)[100], base + 5);
+
+	/* a small id far below the window: a hash, still right */
+	assert_int_equal(util_av_set_insert(&other, 3), 0);
+	assert_false(util_av_set_is_bitmap(&other));
+	assert_true(util_av_set_contains(&other, 3));
+	assert_true(util_av_set_contains(&other, base + 150));
+	util_av_set_diff(set, &other);
+	assert_int_equal(util_av_set_count(set), 0);
+	/* empty: the window may go anywhere */
+	assert_int_equal(util_av_set_insert(set, 1ULL << 62), 0);
+	assert_true(util_av_set_is_bitmap(set));
+	assert_true(util_av_set_contains(set, 1ULL << 62));
+	assert_false(util_av_set_contains(set, base + 150));
+	util_av_set_fini(&other);
+}
+
 /* A large count hint preallocates a bounded amount and never caps growth. */
 static void test_count_hint(void **state)
 {
@@ -493,6 +551,8 @@ static uint64_t random_id(uint64_t *rng, unsigned shape)
 		return (r % 200) * 4096; /* strided */
 	case 2:
 		return (r % 200) << 40; /* sparse, equal low bits */
+	case 3:
+		return (5ULL << 40) + r % 300; /* dense above an offset */
 	default:
 		return r % 4 ? r % 300 : r % NO_ID; /* mostly dense, sometimes huge */
 	}
@@ -595,9 +655,14 @@ static void test_random_sparse(void **state)
 	run_random(2, 42);
 }
 
+static void test_random_offset(void **state)
+{
+	run_random(3, 99);
+}
+
 static void test_random_mixed(void **state)
 {
-	run_random(3, 7);
+	run_random(4, 7);
 }
 
 int main(void)
@@ -610,6 +675,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_intersect, setup_set, teardown_set),
 		cmocka_unit_test_setup_teardown(test_diff, setup_set, teardown_set),
 		cmocka_unit_test_setup_teardown(test_forms, setup_set, teardown_set),
+		cmocka_unit_test_setup_teardown(test_window, setup_set, teardown_set),
 		cmocka_unit_test(test_count_hint),
 		cmocka_unit_test_setup_teardown(test_strided_hash, setup_set, teardown_set),
 		cmocka_unit_test(test_union_enomem),
@@ -617,6 +683,7 @@ int main(void)
 		cmocka_unit_test(test_random_dense),
 		cmocka_unit_test(test_random_strided),
 		cmocka_unit_test(test_random_sparse),
+		cmocka_unit_test(test_random_offset),
 		cmocka_unit_test(test_random_mixed),
 	};
 
