@@ -2,3 +2,7 @@
 bin_PROGRAMS += fi_layer_bench
 fi_layer_bench_SOURCES = tests/bench/fi_layer_bench.c
 fi_layer_bench_LDADD = $(FABRIC_LIBS)
+# AV set operations for large groups; it also times util/av_set alone, hence libutil.
+noinst_PROGRAMS += fi_av_set_bench
+fi_av_set_bench_SOURCES = tests/bench/fi_av_set_bench.c
+fi_av_set_bench_LDADD = util/libutil.la $(FABRIC_LIBS)

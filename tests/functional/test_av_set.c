@@ -713,6 +713,42 @@ static void test_addr_send(struct ctx *c)
 
 /* ---- the AV under its sets ---- */
 
+static void test_map_stale(struct ctx *c)
+{
+	struct fi_av_set_attr attr = empty_attr();
+	fi_addr_t handles[4], fresh, want[5];
+	uint8_t addr[LT_ADDR_MAX];
+	struct fid_av_set *set;
+	struct fid_av *map;
+
+	map = open_av(c, FI_AV_MAP, 4, handles);
+	if (!map)
+		return;
+	attr.flags = FI_UNIVERSE;
+	if (!LT_CHECK_RET(fi_av_set(map, &attr, &set, NULL), 0, "map stale: universe"))
+		goto close_av;
+	make_addr(c, 2, addr);
+	if (LT_CHECK_RET(fi_av_remove(map, &handles[2], 1, 0), 0, "map stale: remove entry 2") &&
+	    LT_CHECK(fi_av_insert(map, addr, 1, &fresh, 0, NULL) == 1, "map stale: reinsert")) {
+		LT_CHECK(fresh != handles[2], "map stale: a new handle (%#llx, %#llx)",
+			 (unsigned long long) fresh, (unsigned long long) handles[2]);
+		CHECK_MEMBERS(set, handles, 4, "map stale: the old handle stays a member");
+		LT_CHECK_RET(fi_av_set_insert(set, fresh), 0, "map stale: the new handle joins");
+		memcpy(want, handles, sizeof(handles));
+		want[4] = fresh;
+		CHECK_MEMBERS(set, want, 5, "map stale: both, new one last");
+		LT_CHECK_RET(fi_av_set_remove(set, handles[2]), 0, "map stale: old one removed");
+		want[2] = handles[3];
+		want[3] = fresh;
+		CHECK_MEMBERS(set, want, 4, "map stale: order kept");
+		LT_CHECK_RET(fi_av_set_insert(set, handles[2]), -FI_EINVAL,
+			     "map stale: the stale handle cannot join again");
+	}
+	close_set(set);
+close_av:
+	LT_CHECK_RET(fi_close(&map->fid), 0, "map stale: close av");
+}
+
 static void test_av_changes(struct ctx *c)
 {
 	const fi_addr_t ids[] = {1, 3, 5};
@@ -748,6 +784,9 @@ static void test_av_changes(struct ctx *c)
 		LT_CHECK_RET(fi_av_set_insert(set, 3), 0, "av changes: insert it again");
 		CHECK_MEMBERS(set, back, 3, "av changes: appended");
 	}
+
+	/* FI_AV_MAP: a reinserted entry has a new handle; the stale one stays a member */
+	test_map_stale(c);
 
 	/* the AV stays open while sets refer to it */
 	LT_CHECK_RET(fi_close(&av->fid), -FI_EBUSY, "av changes: av busy while sets are open");
