@@ -13,7 +13,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,9 @@
 #define MAX_MEMBERS 1024
 #define RANDOM_ADDRS 300
 #define RANDOM_STEPS 3000
+#define THREADS 4
+#define THREAD_ADDRS 256
+#define THREAD_ITERS 3000
 
 /* The extension as fi_layer(7) documents it. */
 #define FI_LAYER_AV_SET_OPS "ofi_layer_av_set"
@@ -958,6 +963,143 @@ out:
 	free(models);
 }
 
+/* ---- threads: sets of one AV used concurrently, while the AV changes ---- */
+
+struct thread_arg {
+	struct fid_av *av;
+	struct fid_av_set *shared; /* the universe of the first THREAD_ADDRS entries: read only */
+	unsigned seed;
+	uint32_t addr_format;
+	atomic_uint *unexpected;
+	atomic_bool *stop;
+};
+
+static void *set_thread(void *p)
+{
+	struct thread_arg *t = p;
+	struct fid_av_set *own = set_of(t->av, none, 0);
+	uint64_t rng = 0x9e3779b97f4a7c15ULL * (t->seed + 1);
+	fi_addr_t got[MAX_MEMBERS];
+	unsigned i;
+	long n, j, k;
+	int ret;
+
+	if (!own) {
+		atomic_fetch_add(t->unexpected, 1);
+		return NULL;
+	}
+	for (i = 0; i < THREAD_ITERS; i++) {
+		rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+		switch (rng % 5) {
+		case 0:
+			ret = fi_av_set_union(own, t->shared);
+			break;
+		case 1:
+			ret = fi_av_set_diff(own, t->shared);
+			break;
+		case 2:
+			ret = fi_av_set_intersect(own, t->shared);
+			break;
+		case 3:
+			ret = fi_av_set_remove(own, (rng >> 8) % THREAD_ADDRS);
+			ret = ret == -FI_EINVAL ? 0 : ret;
+			break;
+		default:
+			ret = fi_av_set_insert(own, (rng >> 8) % THREAD_ADDRS);
+			ret = ret == -FI_EINVAL ? 0 : ret;
+			break;
+		}
+		if (ret)
+			atomic_fetch_add(t->unexpected, 1);
+	}
+	/* still a set: no member twice, every member one of the shared ones */
+	n = read_members(own, got);
+	for (j = 0; j < n; j++)
+		for (k = j + 1; k < n; k++)
+			if (got[j] == got[k] || got[j] >= THREAD_ADDRS)
+				atomic_fetch_add(t->unexpected, 1);
+	if (n < 0 || fi_close(&own->fid))
+		atomic_fetch_add(t->unexpected, 1);
+	return NULL;
+}
+
+/* Inserts and removes entries past the shared ones, and opens and closes universe sets. */
+static void *av_thread(void *p)
+{
+	struct thread_arg *t = p;
+	struct fi_av_set_attr attr = empty_attr();
+	struct sockaddr_in6 addr[2];
+	struct fid_av_set *set;
+	fi_addr_t fi_addr;
+	unsigned i = 0;
+
+	attr.flags = FI_UNIVERSE;
+	while (!atomic_load(t->stop)) {
+		memset(addr, 0, sizeof(addr));
+		if (t->addr_format == FI_SOCKADDR_IN6) {
+			addr[0].sin6_family = AF_INET6;
+			addr[0].sin6_port = htons((uint16_t) (9000 + i % 1000));
+		} else {
+			((struct sockaddr_in *) addr)->sin_family = AF_INET;
+			((struct sockaddr_in *) addr)->sin_port =
+				htons((uint16_t) (9000 + i % 1000));
+		}
+		if (fi_av_insert(t->av, addr, 1, &fi_addr, 0, NULL) != 1 ||
+		    fi_av_remove(t->av, &fi_addr, 1, 0))
+			atomic_fetch_add(t->unexpected, 1);
+		if (i++ % 16 == 0) {
+			if (fi_av_set(t->av, &attr, &set, NULL) || fi_close(&set->fid))
+				atomic_fetch_add(t->unexpected, 1);
+		}
+	}
+	return NULL;
+}
+
+static void test_threads(struct ctx *c)
+{
+	struct thread_arg args[THREADS + 1];
+	pthread_t tids[THREADS + 1];
+	atomic_uint unexpected = 0;
+	atomic_bool stop = false;
+	struct fi_av_set_attr attr = empty_attr();
+	fi_addr_t all[THREAD_ADDRS];
+	struct fid_av_set *shared;
+	struct fid_av *av;
+	unsigned i, started = 0;
+
+	av = open_av(c, FI_AV_TABLE, THREAD_ADDRS, all);
+	if (!av)
+		return;
+	attr.flags = FI_UNIVERSE;
+	if (!LT_CHECK_RET(fi_av_set(av, &attr, &shared, NULL), 0, "threads: shared set"))
+		goto close_av;
+	for (i = 0; i <= THREADS; i++) {
+		args[i] = (struct thread_arg){
+			.av = av,
+			.shared = shared,
+			.seed = i,
+			.addr_format = c->addr_format,
+			.unexpected = &unexpected,
+			.stop = &stop,
+		};
+		if (pthread_create(&tids[i], NULL, i == THREADS ? av_thread : set_thread, &args[i]))
+			break;
+		started++;
+	}
+	for (i = 0; i < started && i < THREADS; i++)
+		pthread_join(tids[i], NULL);
+	atomic_store(&stop, true);
+	if (started == THREADS + 1)
+		pthread_join(tids[THREADS], NULL);
+	LT_CHECK(started == THREADS + 1, "threads: %u threads started", started);
+	LT_CHECK(!atomic_load(&unexpected), "threads: %u unexpected results",
+		 atomic_load(&unexpected));
+	CHECK_MEMBERS(shared, all, THREAD_ADDRS, "threads: the shared set unchanged");
+	close_set(shared);
+close_av:
+	LT_CHECK_RET(fi_close(&av->fid), 0, "threads: close av");
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_info *hints, *info;
@@ -989,6 +1131,20 @@ int main(int argc, char **argv)
 		lt_dom_close(&c.dom);
 	}
 	fi_freeinfo(info);
+
+	/* a thread-safe domain: sets of one AV from several threads */
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	ret = lt_getinfo(hints, &info);
+	if (!ret) {
+		ret = lt_dom_open(info, &c.dom);
+		if (LT_CHECK_RET(ret, 0, "thread-safe fabric and domain")) {
+			test_threads(&c);
+			lt_dom_close(&c.dom);
+		}
+		fi_freeinfo(info);
+	} else {
+		lt_note("no FI_THREAD_SAFE domain (%s): threads not checked", fi_strerror(-ret));
+	}
 	fi_freeinfo(hints);
 	return lt_end();
 }
