@@ -1,6 +1,7 @@
 # Benchmarks: ofi_layer side by side with other providers; never run by make check.
 bin_PROGRAMS += fi_layer_bench
-fi_layer_bench_SOURCES = tests/bench/fi_layer_bench.c
+fi_layer_bench_SOURCES = tests/bench/fi_layer_bench.c tests/bench/bench_peer.c \
+	tests/bench/bench_fab.c tests/bench/bench_xfer.c tests/bench/bench.h
 fi_layer_bench_LDADD = $(FABRIC_LIBS)
 # AV set operations for large groups; it also times util/av_set alone, hence libutil.
 noinst_PROGRAMS += fi_av_set_bench
