@@ -1,9 +1,11 @@
 #!/bin/sh
 # The README's demonstration: FI_MSG ping-pong latency and bandwidth between two processes on
-# 127.0.0.1, tcp;ofi_layer side by side with tcp;ofi_rxm, median of alternating repeats.
+# 127.0.0.1, tcp;ofi_layer side by side with tcp;ofi_rxm and with the tcp core's own connected
+# MSG endpoint (tcp-msg, the limit for both), median of alternating repeats.
 #
 # usage: contrib/demo.sh [BUILD_DIR] [fi_layer_bench options...]
-# BUILD_DIR defaults to ./build; further options go to fi_layer_bench (e.g. --quick, --csv).
+# BUILD_DIR defaults to ./build; further options go to fi_layer_bench (e.g. --quick, --csv,
+# --tagged for the tagged rows and tag matching under load).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -30,9 +32,10 @@ if [ -d "$dso_dir" ] && [ ! -e "$dso_dir/liblayer-fi.so" ]; then
 fi
 FI_PROVIDER_PATH=$path
 export FI_PROVIDER_PATH
-# an inherited FI_PROVIDER filter would hide one of the two columns
+# an inherited FI_PROVIDER filter would hide columns
 unset FI_PROVIDER
 
 echo "FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
-echo "$bench -p \"tcp;ofi_layer,tcp;ofi_rxm\" $*"
-exec "$bench" -p "tcp;ofi_layer,tcp;ofi_rxm" "$@"
+provs="tcp;ofi_layer,tcp;ofi_rxm,tcp-msg"
+echo "$bench -p \"$provs\" $*"
+exec "$bench" -p "$provs" "$@"
