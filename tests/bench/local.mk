@@ -7,3 +7,12 @@ fi_layer_bench_LDADD = $(FABRIC_LIBS)
 noinst_PROGRAMS += fi_av_set_bench
 fi_av_set_bench_SOURCES = tests/bench/fi_av_set_bench.c
 fi_av_set_bench_LDADD = util/libutil.la $(FABRIC_LIBS)
+# Address vectors: insert, lookup both ways and remove a million entries, beside other providers.
+noinst_PROGRAMS += fi_av_bench
+fi_av_bench_SOURCES = tests/bench/fi_av_bench.c
+fi_av_bench_LDADD = $(FABRIC_LIBS)
+# fi_av_conform(1): fi_av(3) clause by clause against any provider (installed).
+bin_PROGRAMS += fi_av_conform
+fi_av_conform_SOURCES = tests/conform/fi_av_conform.c tests/conform/av_clauses.c \
+	tests/conform/conform.h
+fi_av_conform_LDADD = $(FABRIC_LIBS)
