@@ -246,7 +246,7 @@ int layer_av_insert_auth_key(struct fid_av *av_fid, const void *auth_key, size_t
 	util_lock_acquire(&av->lock);
 	ret = av->keys ? 0 : layer_av_keys_create(av);
 	if (!ret)
-		ret = util_av_table_insert(&av->keys->table, key, &index);
+		ret = util_av_table_insert(&av->keys->table, key, &index, NULL);
 	if (!ret) {
 		ret = layer_av_keys_grow(av->keys, index + 1);
 		if (ret)

@@ -98,7 +98,7 @@ size_t layer_av_insert_range(struct layer_av *av, const struct layer_av_ins *ins
 	uint8_t norm[LAYER_AV_ADDR_MAX];
 	bool has_entry_state;
 	size_t i, index, inserted = 0;
-	uint32_t key_index = 0;
+	uint32_t key_index = 0, gen = 0;
 	fi_addr_t fi_addr = 0;
 	int ret;
 
@@ -116,13 +116,13 @@ size_t layer_av_insert_range(struct layer_av *av, const struct layer_av_ins *ins
 				ret = -FI_EINVAL;
 		}
 		if (!ret)
-			ret = util_av_table_insert(&av->table, norm, &index);
+			ret = util_av_table_insert(&av->table, norm, &index, &gen);
 		if (!ret && unlikely(index >= av->index_limit)) {
 			util_av_table_remove(&av->table, index);
 			ret = -FI_ENOSPC;
 		}
 		if (!ret) {
-			fi_addr = layer_av_encode(av, index, util_av_table_gen(&av->table, index));
+			fi_addr = layer_av_encode(av, index, gen);
 			/* reads ids_in[i] before fi_addr[i], which may be the same slot */
 			if (has_entry_state) {
 				ret = layer_av_entry_added(av, index, fi_addr,

@@ -32,10 +32,10 @@
 #define AV_HASH_EMPTY 0u
 #define AV_HASH_DELETED UINT32_MAX
 
-/* generation word */
-#define AV_GEN_LIVE 1u
-#define AV_GEN_CLAIM 2u
-#define AV_GEN_SHIFT 2
+/* generation word (see av_table.h) */
+#define AV_GEN_LIVE UTIL_AV_TABLE_GEN_LIVE
+#define AV_GEN_CLAIM UTIL_AV_TABLE_GEN_CLAIM
+#define AV_GEN_SHIFT UTIL_AV_TABLE_GEN_SHIFT
 
 /* hash slot meta */
 #define AV_META_EXACT 1u
@@ -187,32 +187,10 @@ static inline size_t av_prev(size_t pos, uint64_t nslots)
 	return pos ? pos - 1 : (size_t) nslots - 1;
 }
 
-/* ---- entries ---- */
+/* ---- entries (the lock-free accessors are in av_table.h) ---- */
 
-static inline size_t av_gen_off(size_t keylen)
-{
-	return (keylen + 3) & ~(size_t) 3;
-}
-
-/*
- * The entry of index, or NULL past the allocated entries. Safe without the lock: chunks are
- * published before the capacity that covers them and never move.
- */
-static inline uint8_t *av_entry(const struct util_av_table *table, size_t index)
-{
-	const struct util_av_table_state *st = table->st;
-	size_t q, base;
-	unsigned k;
-	uint8_t *chunk;
-
-	if (index >= __atomic_load_n(&st->capacity, __ATOMIC_ACQUIRE))
-		return NULL;
-	q = (index >> table->chunk_shift) + 1;
-	k = 63 - (unsigned) __builtin_clzll(q);
-	chunk = atomic_load_explicit(&table->chunk[k], memory_order_acquire);
-	base = (((size_t) 1 << k) - 1) << table->chunk_shift;
-	return chunk + (index - base) * st->stride;
-}
+#define av_entry util_av_table_entry
+#define av_gen_off util_av_table_gen_off
 
 static inline uint32_t *av_gen_ptr(const struct util_av_table *table, uint8_t *entry)
 {
@@ -308,18 +286,13 @@ static void av_heap_refill(struct util_av_table *table)
 
 /* ---- hash ---- */
 
-static inline const void *av_key_at(const struct util_av_table *table, size_t index)
-{
-	return av_entry(table, index);
-}
-
 /* Whether the slot holds the same key as entry index (hashes already equal). */
 static bool av_slot_same_key(const struct util_av_table *table,
 			     const struct util_av_hash_slot *slot, size_t index, bool is_exact)
 {
 	if (is_exact && (slot->meta & AV_META_EXACT))
 		return true;
-	return av_equal(av_key_at(table, slot->ref - 1), av_key_at(table, index),
+	return av_equal(av_entry(table, slot->ref - 1), av_entry(table, index),
 			table->st->keylen);
 }
 
@@ -331,7 +304,7 @@ static bool av_slot_same_key(const struct util_av_table *table,
 static void av_hash_put(struct util_av_table *table, struct util_av_hash *hash, size_t index,
 			uint64_t hv)
 {
-	const void *key = av_key_at(table, index);
+	const void *key = av_entry(table, index);
 	bool is_exact = av_is_exact(key, table->st->keylen);
 	size_t pos = av_home(hv, hash->nslots);
 	size_t place = SIZE_MAX;
@@ -722,7 +695,8 @@ void util_av_table_flush(struct util_av_table *table)
 	av_hash_flush(table);
 }
 
-int util_av_table_insert(struct util_av_table *table, const void *key, size_t *index)
+int util_av_table_insert(struct util_av_table *table, const void *key, size_t *index,
+			 uint32_t *gen)
 {
 	struct util_av_table_state *st = table->st;
 	uint8_t *entry;
@@ -760,6 +734,8 @@ int util_av_table_insert(struct util_av_table *table, const void *key, size_t *i
 		av_hash_flush(table);
 	util_av_table_refresh(table);
 	*index = idx;
+	if (gen)
+		*gen = word >> AV_GEN_SHIFT;
 	return 0;
 }
 
@@ -872,28 +848,6 @@ const void *util_av_table_get(const struct util_av_table *table, size_t index)
 	uint8_t *entry = av_entry(table, index);
 
 	return entry && (av_gen_load(table, entry) & AV_GEN_LIVE) ? entry : NULL;
-}
-
-int util_av_table_read(const struct util_av_table *table, size_t index, void *key, uint32_t *gen)
-{
-	uint8_t *entry = av_entry(table, index);
-	uint32_t first, second;
-
-	if (unlikely(!entry))
-		return -FI_EINVAL;
-	first = av_gen_load(table, entry);
-	if (unlikely(!(first & AV_GEN_LIVE)))
-		return -FI_EINVAL;
-	if (key)
-		memcpy(key, entry, table->st->keylen);
-	atomic_thread_fence(memory_order_acquire);
-	second = __atomic_load_n(av_gen_ptr(table, entry), __ATOMIC_RELAXED);
-	/* removed (and maybe reused) while copying: it was not live at some point */
-	if (unlikely((first ^ second) & ~AV_GEN_CLAIM))
-		return -FI_EINVAL;
-	if (gen)
-		*gen = first >> AV_GEN_SHIFT;
-	return 0;
 }
 
 uint32_t util_av_table_gen(const struct util_av_table *table, size_t index)

@@ -33,6 +33,7 @@
 #define UTIL_AV_TABLE_H
 
 #include <stdatomic.h>
+#include <string.h>
 
 #include "util/util.h"
 
@@ -43,6 +44,10 @@
 /* Bits of generation kept per slot; it wraps at 2^30. */
 #define UTIL_AV_TABLE_GEN_BITS 30
 #define UTIL_AV_TABLE_GEN_MASK ((1u << UTIL_AV_TABLE_GEN_BITS) - 1)
+/* Generation word of an entry: live bit, claim bit (a removal in progress), generation. */
+#define UTIL_AV_TABLE_GEN_LIVE 1u
+#define UTIL_AV_TABLE_GEN_CLAIM 2u
+#define UTIL_AV_TABLE_GEN_SHIFT 2
 /* Largest number of entries (index + 1 must fit in 32 bits next to the tombstone value). */
 #define UTIL_AV_TABLE_MAX_ENTRIES ((size_t) UINT32_MAX - 1)
 
@@ -117,12 +122,14 @@ int util_av_table_attach(struct util_av_table *table, void *region, size_t size,
 			 size_t capacity, bool is_new);
 
 /*
- * Stores key at the lowest free index and returns it in *index. The same key may be stored
+ * Stores key at the lowest free index and returns it in *index, its generation in *gen (may be
+ * NULL). The same key may be stored
  * more than once; reverse lookup finds the lowest live index holding it. Returns 0, -FI_ENOMEM,
  * or -FI_ENOSPC when the table cannot hold more (attached and full, or past
  * UTIL_AV_TABLE_MAX_ENTRIES).
  */
-int util_av_table_insert(struct util_av_table *table, const void *key, size_t *index);
+int util_av_table_insert(struct util_av_table *table, const void *key, size_t *index,
+			 uint32_t *gen);
 /* Makes room for count more insertions (entries and hash) at once: 0 or -FI_ENOMEM. */
 int util_av_table_reserve(struct util_av_table *table, size_t count);
 /* Hashes the pending insertions now (they are found either way; this only finishes work). */
@@ -137,12 +144,66 @@ int util_av_table_remove_list(struct util_av_table *table, const size_t *index, 
 
 /* The key at a live index, NULL otherwise (writer side: the owner's lock held). */
 const void *util_av_table_get(const struct util_av_table *table, size_t index);
+/* Offset of the generation word in an entry. */
+static inline size_t util_av_table_gen_off(size_t keylen)
+{
+	return (keylen + 3) & ~(size_t) 3;
+}
+
+/*
+ * The entry of index, or NULL past the allocated entries. Safe without the lock: chunks are
+ * published before the capacity that covers them and never move.
+ */
+static inline uint8_t *util_av_table_entry(const struct util_av_table *table, size_t index)
+{
+	const struct util_av_table_state *st = table->st;
+	size_t q, base;
+	unsigned k;
+
+	if (index >= __atomic_load_n(&st->capacity, __ATOMIC_ACQUIRE))
+		return NULL;
+	q = (index >> table->chunk_shift) + 1;
+	k = 63 - (unsigned) __builtin_clzll(q);
+	base = (((size_t) 1 << k) - 1) << table->chunk_shift;
+	return atomic_load_explicit(&table->chunk[k], memory_order_acquire) +
+	       (index - base) * st->stride;
+}
+
 /*
  * Lock-free read of one entry: copies its key into key (if not NULL) and its generation into
  * *gen (if not NULL) from one consistent snapshot. 0, or -FI_EINVAL when index is not live.
+ * Inline: it is the data path's fi_addr check.
  */
-int util_av_table_read(const struct util_av_table *table, size_t index, void *key,
-		       uint32_t *gen);
+static inline int util_av_table_read(const struct util_av_table *table, size_t index, void *key,
+				     uint32_t *gen)
+{
+	uint8_t *entry = util_av_table_entry(table, index);
+	size_t keylen = table->st->keylen;
+	uint32_t first, second, *word;
+
+	if (unlikely(!entry))
+		return -FI_EINVAL;
+	word = (uint32_t *) (entry + util_av_table_gen_off(keylen));
+	first = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+	if (unlikely(!(first & UTIL_AV_TABLE_GEN_LIVE)))
+		return -FI_EINVAL;
+	if (key) {
+		/* a sockaddr_in, the common case, without a call */
+		if (keylen == 16)
+			memcpy(key, entry, 16);
+		else
+			memcpy(key, entry, keylen);
+	}
+	atomic_thread_fence(memory_order_acquire);
+	second = __atomic_load_n(word, __ATOMIC_RELAXED);
+	/* removed (and maybe reused) while copying: it was not live at some point */
+	if (unlikely((first ^ second) & ~UTIL_AV_TABLE_GEN_CLAIM))
+		return -FI_EINVAL;
+	if (gen)
+		*gen = first >> UTIL_AV_TABLE_GEN_SHIFT;
+	return 0;
+}
+
 /* Generation of a slot (live or not); 0 for indices never used. */
 uint32_t util_av_table_gen(const struct util_av_table *table, size_t index);
 bool util_av_table_is_live(const struct util_av_table *table, size_t index);

@@ -62,7 +62,7 @@ static size_t insert_value(struct util_av_table *table, uint32_t value)
 	struct addr16 a = make_addr(value);
 	size_t index = SIZE_MAX;
 
-	assert_int_equal(util_av_table_insert(table, &a, &index), 0);
+	assert_int_equal(util_av_table_insert(table, &a, &index, NULL), 0);
 	return index;
 }
 
@@ -324,10 +324,10 @@ static void test_exact_and_tails(void **state)
 	size_t index = SIZE_MAX;
 
 	tailed.bytes[15] = 1;
-	assert_int_equal(util_av_table_insert(table, &tailed, &index), 0);
+	assert_int_equal(util_av_table_insert(table, &tailed, &index, NULL), 0);
 	assert_int_equal(index, 0);
 	assert_int_equal(util_av_table_find(table, &exact, &index, NULL), -FI_ENODATA);
-	assert_int_equal(util_av_table_insert(table, &exact, &index), 0);
+	assert_int_equal(util_av_table_insert(table, &exact, &index, NULL), 0);
 	assert_int_equal(index, 1);
 	util_av_table_flush(table);
 	assert_int_equal(util_av_table_find(table, &exact, &index, NULL), 0);
@@ -459,7 +459,7 @@ static void test_attach(void **state)
 	for (i = 0; i < capacity; i++)
 		assert_int_equal(insert_value(&a, i), i);
 	key = make_addr(capacity);
-	assert_int_equal(util_av_table_insert(&a, &key, &index), -FI_ENOSPC);
+	assert_int_equal(util_av_table_insert(&a, &key, &index, NULL), -FI_ENOSPC);
 	assert_int_equal(util_av_table_reserve(&a, 10), 0);
 
 	/* a second view of the same region (another process) sees the same entries */
@@ -564,14 +564,14 @@ static void *race_writer(void *arg)
 	for (i = 0; i < 64; i++) {
 		key = churn_key(i);
 		pthread_mutex_lock(&r->lock);
-		util_av_table_insert(&r->table, &key, &live[i]);
+		util_av_table_insert(&r->table, &key, &live[i], NULL);
 		pthread_mutex_unlock(&r->lock);
 	}
 	for (i = 64; i < RACE_ROUNDS; i++) {
 		key = churn_key(i);
 		pthread_mutex_lock(&r->lock);
 		util_av_table_remove(&r->table, live[i % 64]);
-		if (util_av_table_insert(&r->table, &key, &index))
+		if (util_av_table_insert(&r->table, &key, &index, NULL))
 			atomic_fetch_add(&r->errors, 1);
 		live[i % 64] = index;
 		pthread_mutex_unlock(&r->lock);
@@ -744,7 +744,7 @@ static void run_random(size_t addrlen, uint64_t seed, bool is_exact)
 	uint64_t rs = seed;
 	uint8_t a[64];
 	size_t op, index, want;
-	uint32_t value;
+	uint32_t value, gen;
 
 	m.slot = calloc(max_live + 1, sizeof(*m.slot));
 	assert_non_null(m.slot);
@@ -758,8 +758,10 @@ static void run_random(size_t addrlen, uint64_t seed, bool is_exact)
 			value = (uint32_t) (rand_next(&rs) % values);
 			make_addr_len(a, addrlen, value, is_exact);
 			want = model_next_index(&m);
-			assert_int_equal(util_av_table_insert(&table, a, &index), 0);
+			gen = UINT32_MAX;
+			assert_int_equal(util_av_table_insert(&table, a, &index, &gen), 0);
 			assert_int_equal(index, want);
+			assert_int_equal(gen, m.slot[want].gen);
 			if (want == m.end)
 				m.end++;
 			m.slot[want].is_live = true;
