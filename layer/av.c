@@ -267,7 +267,10 @@ static int layer_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
 			(uint64_t) fi_addr);
 		return -FI_EINVAL;
 	}
-	if (*addrlen)
+	/* a whole sockaddr_in, the common case, without a call */
+	if (*addrlen >= sizeof(struct sockaddr_in) && av->addrlen == sizeof(struct sockaddr_in))
+		memcpy(addr, buf, sizeof(struct sockaddr_in));
+	else if (*addrlen)
 		memcpy(addr, buf, UTIL_MIN(*addrlen, av->addrlen));
 	*addrlen = av->addrlen;
 	return 0;

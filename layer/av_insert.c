@@ -67,8 +67,9 @@ int layer_av_check_insert(struct layer_av *av, uint64_t flags, const fi_addr_t *
 		 */
 		if (av->has_user_id_attr || av->auth == LAYER_AV_AUTH_ON ||
 		    (av->auth == LAYER_AV_AUTH_UNKNOWN && av->entry_keys)) {
-			FI_WARN(&layer_prov, FI_LOG_AV, "%s: FI_AV_USER_ID per insertion is refused "
-				"on this av (use fi_av_set_user_id)\n", call);
+			FI_WARN(&layer_prov, FI_LOG_AV,
+				"%s: FI_AV_USER_ID per insertion is refused on this av "
+				"(use fi_av_set_user_id)\n", call);
 			return -FI_EINVAL;
 		}
 		if (!fi_addr) {
@@ -492,8 +493,8 @@ int layer_av_expand_sym(struct layer_av *av, const char *node, size_t nodecnt,
 	if (nodecnt > 1 && !strchr(node, ':') && !strchr(node, '.')) {
 		layer_av_host_suffix(node, &value, &digits);
 		if (!digits) {
-			FI_WARN(&layer_prov, FI_LOG_AV, "insertsym: host %s has no numeric suffix\n",
-				node);
+			FI_WARN(&layer_prov, FI_LOG_AV,
+				"insertsym: host %s has no numeric suffix\n", node);
 			return -FI_EINVAL;
 		}
 	}

@@ -418,8 +418,9 @@ int layer_av_shm_open(struct layer_av *av, struct fi_av_attr *attr)
 			/* FI_READ: "the AV must exist"; otherwise it went away: create it */
 			ret = is_read ? -FI_ENOENT : -FI_EAGAIN;
 			if (is_read)
-				FI_WARN(&layer_prov, FI_LOG_AV, "open: FI_READ of %s, which does not "
-					"exist\n", attr->name);
+				FI_WARN(&layer_prov, FI_LOG_AV,
+					"open: FI_READ of %s, which does not exist\n",
+					attr->name);
 		} else {
 			ret = layer_av_shm_join(av, fd, attr, shm);
 			close(fd);

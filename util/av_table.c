@@ -816,7 +816,8 @@ int util_av_table_remove_list(struct util_av_table *table, const size_t *index, 
 		if (!(word & AV_GEN_LIVE) || (word & AV_GEN_CLAIM)) {
 			for (j = 0; j < i; j++) {
 				entry = av_entry(table, index[j]);
-				av_gen_store(table, entry, av_gen_load(table, entry) & ~AV_GEN_CLAIM);
+				av_gen_store(table, entry,
+					     av_gen_load(table, entry) & ~AV_GEN_CLAIM);
 			}
 			return -FI_EINVAL;
 		}

@@ -154,7 +154,8 @@ static inline size_t util_av_table_gen_off(size_t keylen)
  * The entry of index, or NULL past the allocated entries. Safe without the lock: chunks are
  * published before the capacity that covers them and never move.
  */
-static inline uint8_t *util_av_table_entry(const struct util_av_table *table, size_t index)
+static inline __attribute__((always_inline)) uint8_t *
+util_av_table_entry(const struct util_av_table *table, size_t index)
 {
 	const struct util_av_table_state *st = table->st;
 	size_t q, base;
@@ -174,8 +175,8 @@ static inline uint8_t *util_av_table_entry(const struct util_av_table *table, si
  * *gen (if not NULL) from one consistent snapshot. 0, or -FI_EINVAL when index is not live.
  * Inline: it is the data path's fi_addr check.
  */
-static inline int util_av_table_read(const struct util_av_table *table, size_t index, void *key,
-				     uint32_t *gen)
+static inline __attribute__((always_inline)) int
+util_av_table_read(const struct util_av_table *table, size_t index, void *key, uint32_t *gen)
 {
 	uint8_t *entry = util_av_table_entry(table, index);
 	size_t keylen = table->st->keylen;

@@ -335,7 +335,8 @@ static void usage(const char *prog)
 		"  -c  fi_av_attr.count given to fi_av_open (default: the same as -n; 0: none)\n"
 		"  -m  FI_AV_MAP instead of FI_AV_TABLE\n"
 		"  -d  FI_THREAD_DOMAIN instead of FI_THREAD_SAFE\n"
-		"  -p  a provider to run (repeatable; default tcp;ofi_layer, sockets, tcp;ofi_rxm);\n"
+		"  -p  a provider to run (repeatable; default tcp;ofi_layer, sockets,\n"
+		"      tcp;ofi_rxm);\n"
 		"      the first is the one the ratios compare against\n",
 		prog, DEFAULT_COUNT);
 }

@@ -253,7 +253,8 @@ static enum verdict insert_failed_slot(struct env *e)
 	if (ret != 2)
 		return done(e, av, FAIL("one bad address of 3: returned %d", ret));
 	if (fi_addr[1] != FI_ADDR_NOTAVAIL)
-		return done(e, av, FAIL("the bad slot holds %llu", (unsigned long long) fi_addr[1]));
+		return done(e, av, FAIL("the bad slot holds %llu",
+					(unsigned long long) fi_addr[1]));
 	return done(e, av, V_PASS);
 }
 
@@ -940,7 +941,8 @@ static enum verdict auth_insert_keyed(struct env *e)
 	ret = insert_n(e, av, 0, 2, fi_addr, FI_AUTH_KEY, NULL);
 	if (ret < 0)
 		return done(e, av, conform_refused(e, "insert(FI_AUTH_KEY)", ret));
-	if (ret != 2 || !conform_holds(e, av, fi_addr[0], 0) || !conform_holds(e, av, fi_addr[1], 1))
+	if (ret != 2 || !conform_holds(e, av, fi_addr[0], 0) ||
+	    !conform_holds(e, av, fi_addr[1], 1))
 		return done(e, av, FAIL("key handles in, fi_addrs out: %d", ret));
 	return done(e, av, V_PASS);
 }

@@ -112,8 +112,8 @@ void *conform_addrs(struct env *e, unsigned first, size_t n)
 			s->sin6_addr.s6_addr[15] = (uint8_t) v;
 		} else if (e->addr_format == FI_ADDR_STR) {
 			/* packed NUL-terminated strings, the way libfabric's shm reads them */
-			snprintf((char *) p, e->addrlen, "fi_shm://avconform.%d.%08u", (int) getpid(),
-				 v);
+			snprintf((char *) p, e->addrlen, "fi_shm://avconform.%d.%08u",
+				 (int) getpid(), v);
 		} else {
 			struct sockaddr_in *s = (struct sockaddr_in *) p;
 
@@ -292,8 +292,8 @@ static void run_clause(const struct clause *c, const char *prov, const char *sel
 		e.self = self;
 		ret = env_open(&e, prov, c->domain_needs);
 		if (ret) {
-			out->verdict = c->domain_needs & CONFORM_NEEDS_AUTH_KEY && ret == -FI_ENODATA ?
-				       V_UNSUPPORTED : V_FAIL;
+			out->verdict = (c->domain_needs & CONFORM_NEEDS_AUTH_KEY) &&
+				       ret == -FI_ENODATA ? V_UNSUPPORTED : V_FAIL;
 			snprintf(out->why, sizeof(out->why), "no %sdomain: %s",
 				 c->domain_needs & CONFORM_NEEDS_AUTH_KEY ? "FI_AV_AUTH_KEY " : "",
 				 fi_strerror(-ret));
@@ -376,7 +376,8 @@ int main(int argc, char **argv)
 			break;
 		case 'l':
 			for (c = 0; c < conform_clause_cnt; c++)
-				printf("%-26s %s\n", conform_clauses[c].id, conform_clauses[c].what);
+				printf("%-26s %s\n", conform_clauses[c].id,
+				       conform_clauses[c].what);
 			return 0;
 		case 'v':
 			is_verbose = true;

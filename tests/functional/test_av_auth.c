@@ -319,7 +319,8 @@ int main(int argc, char **argv)
 	/* without FI_AV_AUTH_KEY: user IDs only, auth_key_size 0 reported */
 	hints = lt_hints(FI_MSG);
 	plain_info = lt_getinfo_or_skip(hints);
-	LT_CHECK(plain_info->domain_attr->auth_key_size == 0, "getinfo: auth_key_size 0 by default");
+	LT_CHECK(plain_info->domain_attr->auth_key_size == 0,
+		 "getinfo: auth_key_size 0 by default");
 	if (LT_CHECK_RET(lt_dom_open(plain_info, &dom), 0, "plain domain")) {
 		test_user_id_insert(&dom);
 		test_user_id_attr(&dom, FI_AV_TABLE, "user id attr table");
