@@ -501,8 +501,8 @@ static int layer_av_set_add_range(struct layer_av_set *set, const struct fi_av_s
 					attr->count);
 				return -FI_EINVAL;
 			}
-			ret = util_av_set_insert(&set->members,
-						 layer_av_index_to_fi_addr(set->av, index));
+			/* FI_AV_TABLE: the fi_addr is the index (fi_av(3)); increasing, so new */
+			ret = util_av_set_push(&set->members, index);
 			if (ret)
 				return ret;
 			added++;
@@ -517,7 +517,9 @@ static int layer_av_set_add_range(struct layer_av_set *set, const struct fi_av_s
 static int layer_av_set_add_universe(struct layer_av_set *set)
 {
 	const struct util_av_table *table = &set->av->table;
+	bool is_table = set->av->type == FI_AV_TABLE;
 	size_t end = util_av_table_end(table);
+	fi_addr_t fi_addr;
 	size_t index;
 	int ret;
 
@@ -527,7 +529,9 @@ static int layer_av_set_add_universe(struct layer_av_set *set)
 	for (index = 0; index < end; index++) {
 		if (!util_av_table_is_live(table, index))
 			continue;
-		ret = util_av_set_insert(&set->members, layer_av_index_to_fi_addr(set->av, index));
+		/* FI_AV_TABLE fi_addrs are the indices (fi_av(3)); distinct either way, so new */
+		fi_addr = is_table ? index : layer_av_index_to_fi_addr(set->av, index);
+		ret = util_av_set_push(&set->members, fi_addr);
 		if (ret)
 			return ret;
 	}

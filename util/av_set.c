@@ -364,6 +364,11 @@ int util_av_set_insert(struct util_av_set *set, uint64_t id)
 	return util_av_set_append(set, id);
 }
 
+int util_av_set_push(struct util_av_set *set, uint64_t id)
+{
+	return util_av_set_append(set, id);
+}
+
 int util_av_set_remove(struct util_av_set *set, uint64_t id)
 {
 	size_t pos;

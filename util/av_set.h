@@ -51,6 +51,11 @@ int util_av_set_reserve(struct util_av_set *set, size_t count);
 
 /* Appends id. 0, -FI_EALREADY (a member: nothing changes), -FI_EINVAL (NO_ID), -FI_ENOMEM. */
 int util_av_set_insert(struct util_av_set *set, uint64_t id);
+/*
+ * Appends id without the membership test, for callers that know it is not a member (ids
+ * walked in increasing order). Not NO_ID. 0 or -FI_ENOMEM (set unchanged).
+ */
+int util_av_set_push(struct util_av_set *set, uint64_t id);
 /* Removes id, keeping the order of the others. 0, or -FI_ENOENT when id is not a member. */
 int util_av_set_remove(struct util_av_set *set, uint64_t id);
 /* Removes every member. */

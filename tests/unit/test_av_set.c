@@ -145,6 +145,14 @@ static void test_insert_order(void **state)
 	assert_false(util_av_set_contains(set, 5));
 	assert_false(util_av_set_contains(set, 1001));
 	assert_false(util_av_set_contains(set, 1ULL << 40));
+
+	/* push: the same append, without the membership test */
+	assert_int_equal(util_av_set_push(set, 5), 0);
+	assert_int_equal(util_av_set_push(set, 1ULL << 40), 0);
+	assert_int_equal(util_av_set_count(set), UTIL_ARRAY_SIZE(ids) + 2);
+	assert_true(util_av_set_contains(set, 5));
+	assert_true(util_av_set_contains(set, 1ULL << 40));
+	assert_int_equal(util_av_set_ids(set)[UTIL_ARRAY_SIZE(ids) + 1], 1ULL << 40);
 }
 
 static void test_remove_order(void **state)
