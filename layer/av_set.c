@@ -260,7 +260,7 @@ static int layer_av_set_insert(struct fid_av_set *set_fid, fi_addr_t fi_addr)
 	}
 
 	util_lock_acquire(&set->av->lock);
-	/* the AV's own check (the lock is recursive); it logs a refusal itself */
+	/* the AV's own check of a live fi_addr; it logs a refusal itself */
 	ret = set->av->addrlen <= sizeof(addr) ? layer_av_get_addr(set->av, fi_addr, &addr, NULL)
 					       : -FI_EINVAL;
 	if (!ret) {
