@@ -289,7 +289,9 @@ int layer_av_lookup_auth_key(struct fid_av *av_fid, fi_addr_t addr, void *auth_k
 	}
 	if (key) {
 		len = key[0];
-		memcpy(auth_key, key + 1, UTIL_MIN(len, *auth_key_size));
+		/* a size query may pass no buffer */
+		if (*auth_key_size)
+			memcpy(auth_key, key + 1, UTIL_MIN(len, *auth_key_size));
 	}
 	util_lock_release(&av->lock);
 

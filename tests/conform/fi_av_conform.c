@@ -457,39 +457,78 @@ int conform_run_peer(struct env *e, const char *name, const fi_addr_t *fi_addr, 
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+static void env_close(struct env *e)
+{
+	if (e->eq)
+		fi_close(&e->eq->fid);
+	if (e->domain)
+		fi_close(&e->domain->fid);
+	if (e->fabric)
+		fi_close(&e->fabric->fid);
+	fi_freeinfo(e->info);
+}
+
+/* The checks of the peer: 0, or 1 with the reason in why. */
+static int peer_check(struct env *e, struct fid_av *av, fi_addr_t *map, int argc, char **argv)
+{
+	fi_addr_t fi_addr;
+	void *addr;
+	int i, ret;
+
+	for (i = 4; i < argc; i++) {
+		fi_addr = strtoull(argv[i], NULL, 0);
+		if (!map) {
+			snprintf(e->why, CONFORM_WHY, "peer: no map_addr reported");
+			return 1;
+		}
+		if (map[i - 4] != fi_addr) {
+			snprintf(e->why, CONFORM_WHY, "peer: map_addr[%d] %#llx, creator's %#llx",
+				 i - 4, (unsigned long long) map[i - 4],
+				 (unsigned long long) fi_addr);
+			return 1;
+		}
+		if (!conform_holds(e, av, fi_addr, (unsigned) (i - 4))) {
+			snprintf(e->why, CONFORM_WHY, "peer: lookup of the creator's fi_addr %d "
+				 "differs", i - 4);
+			return 1;
+		}
+	}
+	addr = conform_addrs(e, 100, 1);
+	ret = fi_av_insert(av, addr, 1, &fi_addr, 0, NULL);
+	free(addr);
+	if (ret > 0) {
+		snprintf(e->why, CONFORM_WHY, "peer: insert into an FI_READ av succeeded");
+		return 1;
+	}
+	return 0;
+}
+
 int conform_peer_main(int argc, char **argv)
 {
 	struct fi_av_attr attr = {.type = FI_AV_UNSPEC, .flags = FI_READ};
 	char why[CONFORM_WHY] = "";
 	struct env e = {.why = why};
-	fi_addr_t *map, fi_addr;
 	struct fid_av *av;
-	int i, ret;
+	int ret = 1;
 
 	if (argc < 4)
 		return 2;
-	if (env_open(&e, argv[2], 0))
-		return printf("peer: no domain\n"), 1;
+	if (env_open(&e, argv[2], 0)) {
+		snprintf(why, sizeof(why), "peer: no domain");
+		goto out;
+	}
 	attr.name = argv[3];
 	ret = fi_av_open(e.domain, &attr, &av, NULL);
-	if (ret)
-		return printf("peer: FI_READ open: %s\n", fi_strerror(-ret)), 1;
-	map = attr.map_addr;
-	for (i = 4; i < argc; i++) {
-		fi_addr = strtoull(argv[i], NULL, 0);
-		if (!map)
-			return printf("peer: no map_addr reported\n"), 1;
-		if (map[i - 4] != fi_addr)
-			return printf("peer: map_addr[%d] %#llx, creator's %#llx\n", i - 4,
-				      (unsigned long long) map[i - 4],
-				      (unsigned long long) fi_addr), 1;
-		if (!conform_holds(&e, av, fi_addr, (unsigned) (i - 4)))
-			return printf("peer: lookup of the creator's fi_addr %d differs\n", i - 4),
-			       1;
+	if (ret) {
+		snprintf(why, sizeof(why), "peer: FI_READ open: %s", fi_strerror(-ret));
+		ret = 1;
+		goto out;
 	}
-	ret = fi_av_insert(av, conform_addrs(&e, 100, 1), 1, &fi_addr, 0, NULL);
-	if (ret > 0)
-		return printf("peer: insert into an FI_READ av succeeded\n"), 1;
+	ret = peer_check(&e, av, attr.map_addr, argc, argv);
 	fi_close(&av->fid);
-	return 0;
+out:
+	env_close(&e);
+	if (ret)
+		printf("%s\n", why);
+	return ret;
 }
