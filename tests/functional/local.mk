@@ -63,3 +63,6 @@ tests_functional_test_twoproc_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_tagged
 tests_functional_test_tagged_SOURCES = tests/functional/test_tagged.c $(func_common)
 tests_functional_test_tagged_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_tagged_threads
+tests_functional_test_tagged_threads_SOURCES = tests/functional/test_tagged_threads.c $(func_common)
+tests_functional_test_tagged_threads_LDADD = $(func_ldadd)
