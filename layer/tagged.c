@@ -176,12 +176,13 @@ static ssize_t layer_trecv_common(struct layer_ep *ep, const struct iovec *iov, 
 	util_lock_acquire(&ep->lock);
 	if (unlikely(!ep->is_enabled))
 		ret = -FI_EOPBADSTATE;
+	else if ((flags & (FI_CLAIM | FI_PEEK)) == FI_CLAIM)
+		/* The claimed message is named by the context; source and tag play no part. */
+		ret = layer_tagged_claim(ep, iov, count, flags, context);
 	else if (src != FI_ADDR_UNSPEC && layer_av_get_addr(ep->av, src, addr, &index))
 		ret = -FI_EINVAL;
 	else if (flags & FI_PEEK)
 		ret = layer_tagged_peek(ep, iov, count, src, tag, ignore, flags, context);
-	else if (flags & FI_CLAIM)
-		ret = layer_tagged_claim(ep, iov, count, flags, context);
 	else
 		ret = layer_tagged_post(ep, iov, count, src, tag, ignore, flags, context);
 	util_lock_release(&ep->lock);
