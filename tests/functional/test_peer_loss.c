@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
 
 #include "tests/functional/common.h"
 
@@ -17,18 +18,20 @@
 
 /*
  * Reads one pipe message while progressing the endpoints: with manual progress the peer's
- * connection is only accepted while this process progresses.
+ * connection is only accepted while this process progresses. The pipe is polled, not read,
+ * until data is there, so that a read never stops between a message's length and its body.
  */
 static ssize_t recv_progressing(int fd, void *buf, size_t max)
 {
 	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
-	ssize_t len;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
-	do {
+	while (lt_now_ms() < deadline) {
 		lt_progress();
-		len = lt_pipe_recv(fd, buf, max, 10);
-	} while (len <= 0 && lt_now_ms() < deadline);
-	return len;
+		if (poll(&pfd, 1, 10) > 0)
+			return lt_pipe_recv(fd, buf, max, LT_TIMEOUT_MS);
+	}
+	return -1;
 }
 
 /* Child: sends both messages to the parent, waits for the eager one to complete, dies. */
