@@ -793,7 +793,13 @@ static enum verdict user_id_attr(struct env *e)
 	struct fid_av *av;
 	int ret;
 
-	OPEN_AV(FI_AV_TABLE, FI_AV_USER_ID, 0, &av);
+	ret = conform_av_open(e, FI_AV_TABLE, FI_AV_USER_ID, 0, &av);
+	/* an open flag of 1.20: a provider that predates it refuses an unknown flag */
+	if (ret == -FI_EINVAL || ret == -FI_EBADFLAGS || ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP)
+		return conform_unsupported(e, "FI_AV_USER_ID open flag refused: %d (%s)", ret,
+					   fi_strerror(-ret));
+	if (ret)
+		return FAIL("fi_av_open(FI_AV_USER_ID): %d", ret);
 	ret = insert_n(e, av, 0, 1, &id, FI_AV_USER_ID, NULL);
 	if (ret >= 0)
 		return done(e, av, FAIL("per-insertion FI_AV_USER_ID accepted (%d)", ret));

@@ -28,8 +28,13 @@
 
 #define DEFAULT_TIMEOUT_S 30
 #define EVENT_POLL_MS 1
-/* synthetic FI_ADDR_STR addresses: "fi_shm://avconform.<pid>.<8 digits>" padded to this */
-#define STR_ADDR_LEN 48
+/*
+ * Synthetic FI_ADDR_STR addresses, all of one length so that packed strings (what shm reads:
+ * each right after the previous one's NUL) are also a fixed stride, and short enough for
+ * shm's name limit (31 characters): "fi_shm://a", the pid in 7 digits, the number in 8, NUL.
+ */
+#define STR_ADDR_FMT "fi_shm://a%07d%08u"
+#define STR_ADDR_LEN (10 + 7 + 8 + 1)
 
 struct outcome {
 	enum verdict verdict;
@@ -112,8 +117,7 @@ void *conform_addrs(struct env *e, unsigned first, size_t n)
 			s->sin6_addr.s6_addr[15] = (uint8_t) v;
 		} else if (e->addr_format == FI_ADDR_STR) {
 			/* packed NUL-terminated strings, the way libfabric's shm reads them */
-			snprintf((char *) p, e->addrlen, "fi_shm://avconform.%d.%08u",
-				 (int) getpid(), v);
+			snprintf((char *) p, e->addrlen, STR_ADDR_FMT, (int) getpid(), v);
 		} else {
 			struct sockaddr_in *s = (struct sockaddr_in *) p;
 
@@ -135,7 +139,7 @@ void conform_spoil(struct env *e, void *addrs, size_t i)
 	uint8_t *p = conform_addr_at(e, addrs, i);
 
 	if (e->addr_format == FI_ADDR_STR)
-		memcpy(p, "no-such-scheme", 14);
+		memcpy(p, "no_such_s", 9); /* same length: the packing is kept */
 	else
 		((struct sockaddr *) p)->sa_family = AF_UNIX;
 }
