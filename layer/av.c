@@ -417,15 +417,10 @@ static struct fi_layer_ops_av layer_av_ops = {
 	.set_user_id = layer_av_set_user_id,
 };
 
-/*
- * fi_av(3) ties authorization keys to a domain opened with auth_key_size == FI_AV_AUTH_KEY.
- * struct layer_domain does not record the domain's attributes (domain.c is not the AV's):
- * until it does, the setting is unknown and keys are accepted on every domain.
- */
+/* fi_av(3) ties authorization keys to a domain opened with auth_key_size == FI_AV_AUTH_KEY. */
 static enum layer_av_auth layer_av_domain_auth(const struct layer_domain *domain)
 {
-	(void) domain;
-	return LAYER_AV_AUTH_UNKNOWN;
+	return domain->auth_key_size == FI_AV_AUTH_KEY ? LAYER_AV_AUTH_ON : LAYER_AV_AUTH_OFF;
 }
 
 /* Validates attr; the resolved type goes to *type. */

@@ -234,6 +234,7 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	domain->addrlen = domain->addr_format == FI_SOCKADDR_IN6 ? sizeof(struct sockaddr_in6) :
 			  sizeof(struct sockaddr_in);
 	domain->mr_mode = info->domain_attr->mr_mode;
+	domain->auth_key_size = info->domain_attr->auth_key_size;
 	atomic_init(&domain->next_mr_key, 0);
 	atomic_init(&domain->ref, 0);
 

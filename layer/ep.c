@@ -9,6 +9,8 @@
 
 #include "layer/ep.h"
 #include "layer/av.h"
+#include "rdma/fi_ext_layer.h"
+#include "util/tagm_inl.h"
 
 /* Core CQ depth: enough for every posted buffer and send of a few connections. */
 #define LAYER_CORE_CQ_SIZE 8192
@@ -99,12 +101,63 @@ int layer_ep_trywait(struct layer_ep *ep)
 	return fi_trywait(ep->domain->fabric->core_fabric, fids, 2);
 }
 
+static bool layer_rx_src_gone(struct layer_ep *ep, const struct layer_rx *rx)
+{
+	uint8_t addr[sizeof(struct sockaddr_in6)];
+	size_t index;
+
+	return rx->src_addr != FI_ADDR_UNSPEC &&
+	       layer_av_get_addr(ep->av, rx->src_addr, addr, &index);
+}
+
+static bool layer_tagm_src_gone(const struct util_tagm_recv *recv, void *ep)
+{
+	return layer_rx_src_gone(ep, container_of(recv, struct layer_rx, tagm));
+}
+
+/*
+ * An AV entry was removed: what waits on that peer completes with an error instead of
+ * reaching an address that may be reused. Sends in flight go with their connection;
+ * directed receives whose source is gone complete with FI_EADDRNOTAVAIL.
+ */
+static void layer_ep_on_av_remove(void *arg, size_t index)
+{
+	struct layer_ep *ep = arg;
+	struct util_dlist *item, *tmp;
+	struct util_tagm_recv *recv;
+	struct layer_rx *rx;
+
+	util_lock_acquire(&ep->lock);
+	if (index < ep->out_conns_cnt && ep->out_conns[index])
+		layer_conn_fail(ep->out_conns[index], FI_EADDRNOTAVAIL);
+	util_dlist_foreach_safe(&ep->posted_rx, item, tmp) {
+		rx = container_of(item, struct layer_rx, link);
+		if (!layer_rx_src_gone(ep, rx))
+			continue;
+		util_dlist_remove(&rx->link);
+		layer_proto_report_rx(ep, rx, NULL, 0, FI_RECV | FI_MSG, 0, FI_ADDR_NOTAVAIL,
+				      FI_EADDRNOTAVAIL, 0);
+		layer_rx_free(ep, rx);
+	}
+	while ((recv = util_tagm_recv_find(&ep->tagm, layer_tagm_src_gone, ep))) {
+		util_tagm_recv_remove(&ep->tagm, recv);
+		rx = container_of(recv, struct layer_rx, tagm);
+		layer_proto_report_rx(ep, rx, NULL, 0, FI_RECV | FI_TAGGED, 0, FI_ADDR_NOTAVAIL,
+				      FI_EADDRNOTAVAIL, 0);
+		layer_rx_free(ep, rx);
+	}
+	util_lock_release(&ep->lock);
+}
+
 static int layer_ep_close(struct fid *fid)
 {
 	struct layer_ep *ep = container_of(fid, struct layer_ep, ep_fid.fid);
 	struct util_dlist *item;
 
-	/* Detach from the objects whose reads drive progress before tearing down. */
+	/* Detach from the objects whose reads drive progress before tearing down; the AV's
+	 * listener mutex comes before ep->lock. */
+	if (ep->av)
+		layer_av_del_listener(ep->av, ep);
 	if (ep->tx_cq)
 		layer_cq_detach_ep(ep->tx_cq, ep);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
@@ -125,6 +178,8 @@ static int layer_ep_close(struct fid *fid)
 
 	fi_close(&ep->core_cq->fid);
 	fi_close(&ep->core_eq->fid);
+	if (ep->key_cnt)
+		layer_av_keys_unref_all(ep->av, ep->keys, ep->key_cnt);
 	if (ep->av)
 		atomic_fetch_sub(&ep->av->ref, 1);
 	if (ep->eq)
@@ -212,6 +267,9 @@ static int layer_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		} else if (av->domain != ep->domain) {
 			ret = -FI_EINVAL;
 		} else {
+			ret = layer_av_add_listener(av, layer_ep_on_av_remove, ep);
+			if (ret)
+				break;
 			ep->av = av;
 			atomic_fetch_add(&av->ref, 1);
 		}
@@ -255,9 +313,20 @@ static int layer_ep_enable(struct layer_ep *ep)
 		return -FI_ENOCQ;
 	if (ep->av->addrlen != ep->domain->addrlen)
 		return -FI_EINVAL;
+	/* The keys an endpoint is enabled with stay in the AV while it lives (fi_av(3)). */
+	if (ep->domain->auth_key_size == FI_AV_AUTH_KEY) {
+		ret = layer_av_keys_ref_all(ep->av, &ep->keys, &ep->key_cnt);
+		if (ret)
+			return ret;
+	}
 	ret = layer_conn_listen(ep);
-	if (ret)
+	if (ret) {
+		if (ep->key_cnt)
+			layer_av_keys_unref_all(ep->av, ep->keys, ep->key_cnt);
+		ep->keys = NULL;
+		ep->key_cnt = 0;
 		return ret;
+	}
 	ep->is_enabled = true;
 	return 0;
 }

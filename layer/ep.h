@@ -143,6 +143,8 @@ struct layer_ep {
 	struct layer_cntr *send_cntr;
 	struct layer_cntr *recv_cntr;
 	struct layer_eq *eq;
+	fi_addr_t *keys;               /* AV keys referenced while enabled (FI_AV_AUTH_KEY) */
+	size_t key_cnt;
 
 	/* core objects */
 	struct fi_info *core_info;     /* template for the core's endpoints */

@@ -90,6 +90,7 @@ struct layer_domain {
 	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN or FI_SOCKADDR_IN6 */
 	size_t addrlen;                /* size of one endpoint address */
 	uint64_t mr_mode;              /* as granted to the application */
+	size_t auth_key_size;          /* FI_AV_AUTH_KEY: keys come from the AV */
 	_Atomic uint64_t next_mr_key;  /* keys for the provider's own registrations */
 	atomic_int ref;                /* objects open on this domain */
 };

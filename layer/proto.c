@@ -329,6 +329,9 @@ void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, 
 {
 	struct fi_cq_err_entry entry;
 
+	/* Completions report the AV's user ID for a source that has one. */
+	if (src != FI_ADDR_NOTAVAIL && ep->av)
+		src = layer_av_report_addr(ep->av, src);
 	if (unlikely(err)) {
 		entry = (struct fi_cq_err_entry) {
 			.op_context = rx->context,

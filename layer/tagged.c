@@ -51,7 +51,8 @@ static void layer_tagged_report_probe(struct layer_ep *ep, void *context,
 	if (ep->rx_cq)
 		util_cq_write(&ep->rx_cq->util, context, flags, hdr->size, data_buf,
 			      hdr->flags & LAYER_HDR_CQ_DATA ? hdr->data : 0, hdr->tag,
-			      buf->src_addr);
+			      buf->src_addr == FI_ADDR_NOTAVAIL ? FI_ADDR_NOTAVAIL :
+			      layer_av_report_addr(ep->av, buf->src_addr));
 }
 
 static ssize_t layer_tagged_peek(struct layer_ep *ep, const struct iovec *iov, size_t count,

@@ -30,9 +30,6 @@ tests_functional_test_av_sym_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_av_ep
 tests_functional_test_av_ep_SOURCES = tests/functional/test_av_ep.c $(func_common)
 tests_functional_test_av_ep_LDADD = $(func_ldadd)
-# Its "[hook]" checks wait for the endpoint and domain to call the AV's hooks (layer/av.h):
-# expected to fail until then; an XPASS says it is time to drop this line.
-XFAIL_TESTS = tests/functional/test_av_ep
 func_tests += tests/functional/test_av_set
 tests_functional_test_av_set_SOURCES = tests/functional/test_av_set.c $(func_common)
 tests_functional_test_av_set_LDADD = $(func_ldadd)
