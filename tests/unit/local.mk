@@ -2,6 +2,7 @@
 unit_tests =
 unit_ldadd = util/libutil.la $(CMOCKA_LIBS) $(FABRIC_LIBS) $(PTHREAD_LIBS)
 unit_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+noinst_HEADERS += tests/unit/unit_fd.h
 
 # util/ objects: lists, buffer pools, wait sets, CQ, EQ, counters.
 unit_tests += tests/unit/test_list tests/unit/test_bufpool tests/unit/test_wait \

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "util/cntr.h"
+#include "tests/unit/unit_fd.h"
 
 static struct fi_provider test_prov = { .name = "util_test" };
 struct fi_provider *util_prov = &test_prov;
@@ -38,29 +39,6 @@ static struct fi_ops test_cntr_fi_ops = {
 	.close = test_close,
 	.control = util_cntr_control,
 };
-
-static int count_fds(void)
-{
-	struct dirent *de;
-	DIR *dir;
-	int cnt = 0;
-
-	dir = opendir("/proc/self/fd");
-	if (!dir)
-		return -1;
-	while ((de = readdir(dir)))
-		if (de->d_name[0] != '.')
-			cnt++;
-	closedir(dir);
-	return cnt;
-}
-
-static bool is_readable(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN);
-}
 
 static void progress(void *arg)
 {

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "util/wait.h"
+#include "tests/unit/unit_fd.h"
 
 static struct fi_provider test_prov = { .name = "util_test" };
 struct fi_provider *util_prov = &test_prov;
@@ -29,29 +30,6 @@ struct fixture {
 	int done_after;          /* done() turns true once progress ran this often (0: never) */
 	atomic_bool is_done;     /* set by another thread */
 };
-
-static int count_fds(void)
-{
-	struct dirent *de;
-	DIR *dir;
-	int cnt = 0;
-
-	dir = opendir("/proc/self/fd");
-	if (!dir)
-		return -1;
-	while ((de = readdir(dir)))
-		if (de->d_name[0] != '.')
-			cnt++;
-	closedir(dir);
-	return cnt;
-}
-
-static bool is_readable(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN);
-}
 
 static int setup(void **state)
 {
