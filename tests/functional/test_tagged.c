@@ -320,6 +320,7 @@ static void check_fence(void)
 	struct lt_comp comp;
 	bool ok;
 
+	lt_fill(big, BIG, 70);
 	tsend(&a, big, BIG, a_to_b, 70, big); /* waits for its receive */
 	iov.iov_base = s;
 	iov.iov_len = sizeof(s);
