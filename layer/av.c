@@ -162,6 +162,43 @@ fi_addr_t layer_av_find(struct layer_av *av, const void *addr, size_t addrlen)
 	return layer_av_find_norm(av, norm, 0);
 }
 
+/* normalised addresses looked up together by layer_av_find_many */
+#define LAYER_AV_FIND_BATCH 16
+
+void layer_av_find_many(struct layer_av *av, const void *addrs, size_t addrlen, size_t count,
+			fi_addr_t *fi_addr)
+{
+	uint8_t norm[LAYER_AV_FIND_BATCH][LAYER_AV_ADDR_MAX];
+	size_t index[LAYER_AV_FIND_BATCH], done, n, i;
+	uint32_t gen[LAYER_AV_FIND_BATCH];
+	int ret[LAYER_AV_FIND_BATCH], bad[LAYER_AV_FIND_BATCH];
+	const uint8_t *addr;
+
+	for (done = 0; done < count; done += n) {
+		n = UTIL_MIN((size_t) LAYER_AV_FIND_BATCH, count - done);
+		for (i = 0; i < n; i++) {
+			addr = (const uint8_t *) addrs + (done + i) * addrlen;
+			bad[i] = layer_av_normalize(av->domain->addr_format, addr, addrlen,
+						    norm[i]);
+			/* an address that is not one: looked up as zeros, reported absent */
+			if (bad[i])
+				memset(norm[i], 0, sizeof(norm[i]));
+		}
+		/* keyed entries need the per-entry key: the single lookup handles them */
+		if (av->entry_keys ||
+		    util_av_table_find_many(&av->table, norm, sizeof(norm[0]), n, index, gen,
+					    ret)) {
+			for (i = 0; i < n; i++)
+				fi_addr[done + i] = bad[i] ? FI_ADDR_NOTAVAIL :
+						    layer_av_find_norm(av, norm[i], 0);
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			fi_addr[done + i] = bad[i] || ret[i] ? FI_ADDR_NOTAVAIL :
+					    layer_av_encode(av, index[i], gen[i]);
+	}
+}
+
 fi_addr_t layer_av_find_key(struct layer_av *av, const void *addr, size_t addrlen,
 			    fi_addr_t key)
 {
@@ -339,9 +376,21 @@ static int layer_av_reverse_lookup(struct fid_av *av_fid, const void *addr, size
 	return 0;
 }
 
+static int layer_av_reverse_lookupv(struct fid_av *av_fid, const void *addrs, size_t addrlen,
+				    size_t count, fi_addr_t *fi_addr)
+{
+	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
+
+	if ((count && (!addrs || !fi_addr)) || addrlen < av->addrlen)
+		return -FI_EINVAL;
+	layer_av_find_many(av, addrs, addrlen, count, fi_addr);
+	return 0;
+}
+
 static struct fi_layer_av_ops layer_av_ext_ops = {
 	.size = sizeof(struct fi_layer_av_ops),
 	.reverse_lookup = layer_av_reverse_lookup,
+	.reverse_lookupv = layer_av_reverse_lookupv,
 };
 
 static int layer_av_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,

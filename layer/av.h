@@ -103,6 +103,14 @@ int layer_av_get_addr(struct layer_av *av, fi_addr_t fi_addr, void *addr, size_t
  */
 fi_addr_t layer_av_find(struct layer_av *av, const void *addr, size_t addrlen);
 /*
+ * layer_av_find for count (raw) addresses, addrlen bytes apart, at once: fi_addr[i] is the
+ * fi_addr of address i or FI_ADDR_NOTAVAIL. Their cache misses overlap, so a receive path
+ * that has a batch of sources in hand pays about one miss for all of them. Lock-free unless
+ * a writer keeps the table busy.
+ */
+void layer_av_find_many(struct layer_av *av, const void *addrs, size_t addrlen, size_t count,
+			fi_addr_t *fi_addr);
+/*
  * What a completion reports as the source for fi_addr (a live address fi_addr, or
  * FI_ADDR_NOTAVAIL): its user ID when the AV has one for it (FI_AV_USER_ID per insert, or
  * fi_av_set_user_id on an AV opened with FI_AV_USER_ID, where the default is

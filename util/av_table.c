@@ -57,6 +57,8 @@
 #define AV_BIG_ALLOC ((size_t) 2 << 20)
 /* lock-free lookups retried this often before the caller is told to lock */
 #define AV_FIND_TRIES 8
+/* keys looked up together by util_av_table_find_many */
+#define AV_FIND_BATCH 16
 
 struct util_av_retired {
 	struct util_av_retired *next;
@@ -962,6 +964,45 @@ int util_av_table_find_from(const struct util_av_table *table, const void *key,
 		return ret;
 	}
 	return -FI_EAGAIN;
+}
+
+int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
+			    size_t count, size_t *index, uint32_t *gen, int *ret)
+{
+	struct util_av_table_state *st = table->st;
+	const struct util_av_hash *hash;
+	uint64_t hv[AV_FIND_BATCH], before;
+	bool is_exact[AV_FIND_BATCH];
+	const uint8_t *key;
+	size_t done, n, i;
+	int tries;
+
+	for (done = 0; done < count; done += n) {
+		n = UTIL_MIN((size_t) AV_FIND_BATCH, count - done);
+		for (i = 0; i < n; i++) {
+			key = (const uint8_t *) keys + (done + i) * stride;
+			hv[i] = av_hash(key, st->keylen);
+			is_exact[i] = av_is_exact(key, st->keylen);
+		}
+		for (tries = 0; tries < AV_FIND_TRIES; tries++) {
+			before = atomic_load_explicit(&st->seq, memory_order_acquire);
+			if (before & 1)
+				continue;
+			hash = atomic_load_explicit(&table->hash, memory_order_acquire);
+			for (i = 0; i < n; i++)
+				__builtin_prefetch(&hash->slot[av_home(hv[i], hash->nslots)]);
+			for (i = 0; i < n; i++)
+				ret[done + i] = av_find_once(
+					table, (const uint8_t *) keys + (done + i) * stride, hv[i],
+					is_exact[i], 0, &index[done + i], gen ? &gen[done + i] : NULL);
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&st->seq, memory_order_relaxed) == before)
+				break;
+		}
+		if (tries == AV_FIND_TRIES)
+			return -FI_EAGAIN;
+	}
+	return 0;
 }
 
 void util_av_table_repair(struct util_av_table *table)

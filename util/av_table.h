@@ -215,6 +215,14 @@ bool util_av_table_is_live(const struct util_av_table *table, size_t index);
  */
 int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
 		       uint32_t *gen);
+/*
+ * util_av_table_find for count keys at once (key i at keys + i * stride): their hash slots are
+ * fetched together, so the cache misses overlap. ret[i] is 0 (index[i] and, if gen is not
+ * NULL, gen[i] set) or -FI_ENODATA. Returns 0, or -FI_EAGAIN as util_av_table_find does (a
+ * writer kept the table busy: the caller takes the lock and asks again).
+ */
+int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
+			    size_t count, size_t *index, uint32_t *gen, int *ret);
 /* The same, for the lowest live index >= min_index holding key (walks a key's copies). */
 int util_av_table_find_from(const struct util_av_table *table, const void *key,
 			    size_t min_index, size_t *index, uint32_t *gen);

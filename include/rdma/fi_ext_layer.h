@@ -135,6 +135,9 @@ static inline int fi_av_set_user_id(struct fid_av *av, fi_addr_t fi_addr, fi_add
  * reverse_lookup returns 0 and the fi_addr of the lowest entry holding addr (inserted without
  * an authorization key), -FI_ENODATA when no entry holds it, -FI_EINVAL when addr is not an
  * address of the AV's format or addrlen is too short for one.
+ * reverse_lookupv does the same for count addresses, addrlen bytes apart, at once (their
+ * cache misses overlap): fi_addr[i] is FI_ADDR_NOTAVAIL for an address not in the AV or not
+ * of its format. It returns 0, or -FI_EINVAL for NULL arrays or an addrlen too short.
  */
 #define FI_LAYER_AV_OPS "ofi_layer_av"
 
@@ -142,6 +145,8 @@ struct fi_layer_av_ops {
 	size_t size;
 	int (*reverse_lookup)(struct fid_av *av, const void *addr, size_t addrlen,
 			      fi_addr_t *fi_addr);
+	int (*reverse_lookupv)(struct fid_av *av, const void *addrs, size_t addrlen,
+			       size_t count, fi_addr_t *fi_addr);
 };
 
 #ifdef __cplusplus

@@ -3,7 +3,7 @@
  * (fi_av(3)): fi_av_insertsvc with node/service and FI_ADDR_STR nodes; fi_av_insertsym over
  * IPv4 and IPv6 ranges and numbered host names, node-major, nodecnt x svccnt, with its
  * refusals; FI_AV_MAP handles that carry a generation (stale, removed and forged values
- * refused); rx_ctx_bits and fi_rx_addr.
+ * refused); ofi_layer's reverse lookup extension; rx_ctx_bits and fi_rx_addr.
  */
 #include "common.h"
 
@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <rdma/fi_ext_layer.h>
 
 #define HANG_GUARD_S 60
 
@@ -262,6 +264,51 @@ static void test_map_handles(struct lt_dom *dom)
 	LT_CHECK_RET(fi_close(&av->fid), 0, "map: close");
 }
 
+/* ---- ofi_layer's reverse lookup extension ---- */
+
+static void test_reverse(struct lt_dom *dom)
+{
+	struct sockaddr_in a[20], other;
+	fi_addr_t fi_addr[20], got[20], one;
+	struct fi_layer_av_ops *ops = NULL;
+	struct fid_av *av;
+	bool ok = true;
+	int i, ret;
+
+	if (!lt_is_layer() || !LT_CHECK_RET(open_av(dom, FI_AV_MAP, 0, &av), 0, "reverse: open"))
+		return;
+	for (i = 0; i < 20; i++) {
+		memset(&a[i], 0, sizeof(a[i]));
+		a[i].sin_family = AF_INET;
+		a[i].sin_port = htons(8200);
+		a[i].sin_addr.s_addr = htonl(0x0a0e0000u + (uint32_t) i);
+	}
+	LT_CHECK_RET(fi_av_insert(av, a, 20, fi_addr, 0, NULL), 20, "reverse: insert 20");
+	LT_CHECK_RET(fi_av_remove(av, &fi_addr[3], 1, 0), 0, "reverse: remove one");
+	ret = fi_open_ops(&av->fid, FI_LAYER_AV_OPS, 0, (void **) &ops, NULL);
+	if (!LT_CHECK_RET(ret, 0, "reverse: fi_open_ops(FI_LAYER_AV_OPS)"))
+		goto out;
+	memset(a[0].sin_zero, 0x5a, sizeof(a[0].sin_zero));
+	LT_CHECK(ops->reverse_lookup(av, &a[0], sizeof(a[0]), &one) == 0 && one == fi_addr[0],
+		 "reverse: one address (padding ignored)");
+	LT_CHECK_RET(ops->reverse_lookup(av, &a[3], sizeof(a[3]), &one), -FI_ENODATA,
+		     "reverse: a removed address");
+	other = a[1];
+	other.sin_family = AF_INET6;
+	LT_CHECK_RET(ops->reverse_lookup(av, &other, sizeof(other), &one), -FI_EINVAL,
+		     "reverse: not an address of the format");
+	LT_CHECK_RET(ops->reverse_lookupv(av, a, sizeof(a[0]), 20, got), 0, "reverse: 20 at once");
+	for (i = 0; i < 20; i++)
+		ok = ok && got[i] == (i == 3 ? FI_ADDR_NOTAVAIL : fi_addr[i]);
+	LT_CHECK(ok, "reverse: each fi_addr, FI_ADDR_NOTAVAIL for the removed one");
+	LT_CHECK_RET(ops->reverse_lookupv(av, a, 4, 2, got), -FI_EINVAL,
+		     "reverse: addrlen too short");
+	LT_CHECK_RET(fi_open_ops(&av->fid, "no-such-ops", 0, (void **) &ops, NULL), -FI_ENOSYS,
+		     "reverse: unknown ops name");
+out:
+	LT_CHECK_RET(fi_close(&av->fid), 0, "reverse: close");
+}
+
 /* ---- rx_ctx_bits, fi_rx_addr ---- */
 
 static void test_rx_bits(struct lt_dom *dom, enum fi_av_type type, int bits, const char *tag)
@@ -313,6 +360,7 @@ int main(int argc, char **argv)
 		test_insertsvc(&dom);
 		test_insertsym_v4(&dom);
 		test_map_handles(&dom);
+		test_reverse(&dom);
 		test_rx_bits(&dom, FI_AV_TABLE, 8, "rx table 8");
 		test_rx_bits(&dom, FI_AV_MAP, 8, "rx map 8");
 		test_rx_bits(&dom, FI_AV_MAP, 16, "rx map 16");

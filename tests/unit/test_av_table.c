@@ -385,6 +385,37 @@ static void test_read(void **state)
 	assert_int_equal(util_av_table_read(table, UINT32_MAX, NULL, NULL), -FI_EINVAL);
 }
 
+/* find_many answers as find does, for present, removed and duplicate keys alike. */
+static void test_find_many(void **state)
+{
+	struct util_av_table *table = *state;
+	struct addr16 keys[40];
+	size_t index[40], want;
+	int ret[40];
+	uint32_t gen[40], i;
+
+	for (i = 0; i < 30; i++)
+		insert_value(table, i);
+	insert_value(table, 5); /* a duplicate, at 30 */
+	assert_int_equal(util_av_table_remove(table, 7), 0);
+	for (i = 0; i < 40; i++)
+		keys[i] = make_addr(i);
+	assert_int_equal(util_av_table_find_many(table, keys, sizeof(keys[0]), 40, index, gen,
+						 ret), 0);
+	for (i = 0; i < 40; i++) {
+		if (i >= 30 || i == 7) {
+			assert_int_equal(ret[i], -FI_ENODATA);
+			continue;
+		}
+		want = i;
+		assert_int_equal(ret[i], 0);
+		assert_int_equal(index[i], want);
+		assert_int_equal(gen[i], util_av_table_gen(table, want));
+	}
+	assert_int_equal(util_av_table_find_many(table, keys, sizeof(keys[0]), 0, index, NULL,
+						 ret), 0);
+}
+
 /* reserve makes one insertion call cost no rebuild and no chunk allocation. */
 static void test_reserve(void **state)
 {
@@ -843,6 +874,7 @@ int main(void)
 						teardown_table),
 		cmocka_unit_test_setup_teardown(test_read, setup_table, teardown_table),
 		cmocka_unit_test(test_reserve),
+		cmocka_unit_test_setup_teardown(test_find_many, setup_table, teardown_table),
 		cmocka_unit_test_setup_teardown(test_remove_all, setup_table, teardown_table),
 		cmocka_unit_test(test_attach),
 		cmocka_unit_test(test_repair),
