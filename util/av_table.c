@@ -533,12 +533,6 @@ static size_t av_stride(size_t keylen)
 
 /* ---- public ---- */
 
-void util_av_table_refresh(struct util_av_table *table)
-{
-	table->end = table->st->end;
-	table->count = table->st->count;
-}
-
 
 int util_av_table_init(struct util_av_table *table, size_t keylen, size_t initial_count)
 {
@@ -846,27 +840,6 @@ int util_av_table_remove_list(struct util_av_table *table, const size_t *index, 
 	return 0;
 }
 
-const void *util_av_table_get(const struct util_av_table *table, size_t index)
-{
-	uint8_t *entry = av_entry(table, index);
-
-	return entry && (av_gen_load(table, entry) & AV_GEN_LIVE) ? entry : NULL;
-}
-
-uint32_t util_av_table_gen(const struct util_av_table *table, size_t index)
-{
-	uint8_t *entry = av_entry(table, index);
-
-	return entry ? av_gen_load(table, entry) >> AV_GEN_SHIFT : 0;
-}
-
-bool util_av_table_is_live(const struct util_av_table *table, size_t index)
-{
-	uint8_t *entry = av_entry(table, index);
-
-	return entry && (av_gen_load(table, entry) & AV_GEN_LIVE);
-}
-
 /*
  * One lookup over whatever the hash holds right now. Without the lock the arrays may be
  * changing under it: every index is checked before use and the walk is bounded, and the
@@ -931,75 +904,58 @@ static int av_find_once(const struct util_av_table *table, const void *key, uint
 	return 0;
 }
 
-int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
-		       uint32_t *gen)
-{
-	return util_av_table_find_from(table, key, 0, index, gen);
-}
-
-int util_av_table_find_from(const struct util_av_table *table, const void *key,
-			    size_t min_index, size_t *index, uint32_t *gen)
-{
-	struct util_av_table_state *st = table->st;
-	uint64_t hv = av_hash(key, st->keylen);
-	bool is_exact = av_is_exact(key, st->keylen);
-	uint64_t before;
-	size_t idx = 0;
-	uint32_t g = 0;
-	int tries, ret;
-
-	for (tries = 0; tries < AV_FIND_TRIES; tries++) {
-		before = atomic_load_explicit(&st->seq, memory_order_acquire);
-		if (before & 1)
-			continue;
-		ret = av_find_once(table, key, hv, is_exact, min_index, &idx, &g);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
-			continue;
-		if (!ret) {
-			*index = idx;
-			if (gen)
-				*gen = g;
-		}
-		return ret;
-	}
-	return -FI_EAGAIN;
-}
-
-int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
-			    size_t count, size_t *index, uint32_t *gen, int *ret)
+/*
+ * Looks up n <= AV_FIND_BATCH keys under one sequence count, their slots prefetched together:
+ * 0 with ret[i] set, or -FI_EAGAIN when a writer kept changing the table.
+ */
+static int av_find_group(const struct util_av_table *table, const uint8_t *keys, size_t stride,
+			 size_t n, size_t min_index, size_t *index, uint32_t *gen, int *ret)
 {
 	struct util_av_table_state *st = table->st;
 	const struct util_av_hash *hash;
 	uint64_t hv[AV_FIND_BATCH], before;
 	bool is_exact[AV_FIND_BATCH];
-	const uint8_t *key;
-	size_t done, n, i;
+	size_t i;
 	int tries;
+
+	for (i = 0; i < n; i++) {
+		hv[i] = av_hash(keys + i * stride, st->keylen);
+		is_exact[i] = av_is_exact(keys + i * stride, st->keylen);
+	}
+	for (tries = 0; tries < AV_FIND_TRIES; tries++) {
+		before = atomic_load_explicit(&st->seq, memory_order_acquire);
+		if (before & 1)
+			continue;
+		hash = atomic_load_explicit(&table->hash, memory_order_acquire);
+		for (i = 0; n > 1 && i < n; i++)
+			__builtin_prefetch(&hash->slot[av_home(hv[i], hash->nslots)]);
+		for (i = 0; i < n; i++)
+			ret[i] = av_find_once(table, keys + i * stride, hv[i], is_exact[i],
+					      min_index, &index[i], gen ? &gen[i] : NULL);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&st->seq, memory_order_relaxed) == before)
+			return 0;
+	}
+	return -FI_EAGAIN;
+}
+
+int util_av_table_find_from(const struct util_av_table *table, const void *key,
+			    size_t min_index, size_t *index, uint32_t *gen)
+{
+	int ret;
+
+	return av_find_group(table, key, 0, 1, min_index, index, gen, &ret) ?: ret;
+}
+
+int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
+			    size_t count, size_t *index, uint32_t *gen, int *ret)
+{
+	size_t done, n;
 
 	for (done = 0; done < count; done += n) {
 		n = UTIL_MIN((size_t) AV_FIND_BATCH, count - done);
-		for (i = 0; i < n; i++) {
-			key = (const uint8_t *) keys + (done + i) * stride;
-			hv[i] = av_hash(key, st->keylen);
-			is_exact[i] = av_is_exact(key, st->keylen);
-		}
-		for (tries = 0; tries < AV_FIND_TRIES; tries++) {
-			before = atomic_load_explicit(&st->seq, memory_order_acquire);
-			if (before & 1)
-				continue;
-			hash = atomic_load_explicit(&table->hash, memory_order_acquire);
-			for (i = 0; i < n; i++)
-				__builtin_prefetch(&hash->slot[av_home(hv[i], hash->nslots)]);
-			for (i = 0; i < n; i++)
-				ret[done + i] = av_find_once(
-					table, (const uint8_t *) keys + (done + i) * stride, hv[i],
-					is_exact[i], 0, &index[done + i], gen ? &gen[done + i] : NULL);
-			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&st->seq, memory_order_relaxed) == before)
-				break;
-		}
-		if (tries == AV_FIND_TRIES)
+		if (av_find_group(table, (const uint8_t *) keys + done * stride, stride, n, 0,
+				  &index[done], gen ? &gen[done] : NULL, &ret[done]))
 			return -FI_EAGAIN;
 	}
 	return 0;

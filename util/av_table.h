@@ -142,8 +142,6 @@ int util_av_table_remove(struct util_av_table *table, size_t index);
  */
 int util_av_table_remove_list(struct util_av_table *table, const size_t *index, size_t count);
 
-/* The key at a live index, NULL otherwise (writer side: the owner's lock held). */
-const void *util_av_table_get(const struct util_av_table *table, size_t index);
 /* Offset of the generation word in an entry. */
 static inline size_t util_av_table_gen_off(size_t keylen)
 {
@@ -206,15 +204,42 @@ util_av_table_read(const struct util_av_table *table, size_t index, void *key, u
 }
 
 /* Generation of a slot (live or not); 0 for indices never used. */
-uint32_t util_av_table_gen(const struct util_av_table *table, size_t index);
-bool util_av_table_is_live(const struct util_av_table *table, size_t index);
+static inline uint32_t util_av_table_gen(const struct util_av_table *table, size_t index)
+{
+	uint8_t *entry = util_av_table_entry(table, index);
+	uint32_t *word;
+
+	if (!entry)
+		return 0;
+	word = (uint32_t *) (entry + util_av_table_gen_off(table->st->keylen));
+	return __atomic_load_n(word, __ATOMIC_ACQUIRE) >> UTIL_AV_TABLE_GEN_SHIFT;
+}
+
+static inline bool util_av_table_is_live(const struct util_av_table *table, size_t index)
+{
+	return !util_av_table_read(table, index, NULL, NULL);
+}
+
+/* The key at a live index, NULL otherwise (writer side: the owner's lock held). */
+static inline const void *util_av_table_get(const struct util_av_table *table, size_t index)
+{
+	return util_av_table_is_live(table, index) ? util_av_table_entry(table, index) : NULL;
+}
 /*
- * Lowest live index holding key, and its generation (gen may be NULL): 0, or -FI_ENODATA.
- * Safe without the owner's lock; then -FI_EAGAIN when a writer kept changing the table (the
+ * Lowest live index >= min_index holding key (walks a key's copies), and its generation (gen
+ * may be NULL): 0, or -FI_ENODATA. Safe without the owner's lock; then -FI_EAGAIN when a writer kept changing the table (the
  * caller takes the lock and asks again: with the lock held this never happens).
  */
-int util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
-		       uint32_t *gen);
+int util_av_table_find_from(const struct util_av_table *table, const void *key,
+			    size_t min_index, size_t *index, uint32_t *gen);
+
+/* util_av_table_find_from from index 0. */
+static inline int util_av_table_find(const struct util_av_table *table, const void *key,
+				     size_t *index, uint32_t *gen)
+{
+	return util_av_table_find_from(table, key, 0, index, gen);
+}
+
 /*
  * util_av_table_find for count keys at once (key i at keys + i * stride): their hash slots are
  * fetched together, so the cache misses overlap. ret[i] is 0 (index[i] and, if gen is not
@@ -223,9 +248,6 @@ int util_av_table_find(const struct util_av_table *table, const void *key, size_
  */
 int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
 			    size_t count, size_t *index, uint32_t *gen, int *ret);
-/* The same, for the lowest live index >= min_index holding key (walks a key's copies). */
-int util_av_table_find_from(const struct util_av_table *table, const void *key,
-			    size_t min_index, size_t *index, uint32_t *gen);
 
 /*
  * After a writer died in the middle of a change (attached tables in shared memory): rebuilds
@@ -246,7 +268,11 @@ static inline size_t util_av_table_count(const struct util_av_table *table)
 }
 
 /* Re-reads end and count of a shared table into the view's copies (owner's lock held). */
-void util_av_table_refresh(struct util_av_table *table);
+static inline void util_av_table_refresh(struct util_av_table *table)
+{
+	table->end = table->st->end;
+	table->count = table->st->count;
+}
 
 /* Bytes held by the table (retired hash arrays excluded: their pages are given back). */
 size_t util_av_table_mem_size(const struct util_av_table *table);

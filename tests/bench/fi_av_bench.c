@@ -9,8 +9,9 @@
  * all removed in one fi_av_remove call.
  * Memory is the growth of the process's resident set from before fi_av_open to after the
  * first insertion, per entry. Every timing is the best of three runs (a shared machine only
- * ever adds time); each insertion run uses a fresh AV. Random order means the addresses (or fi_addrs) are shuffled in a
- * separate array beforehand and read sequentially, so only the AV's own accesses are random.
+ * ever adds time); each insertion run uses a fresh AV. Random order means the addresses (or
+ * fi_addrs) are shuffled in a separate array beforehand and read sequentially, so only the
+ * AV's own accesses are random.
  *
  * The results are printed as a table with ofi_layer's ratio to each other provider. A timing
  * here is never a pass/fail threshold.
