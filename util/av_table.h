@@ -227,8 +227,9 @@ static inline const void *util_av_table_get(const struct util_av_table *table, s
 }
 /*
  * Lowest live index >= min_index holding key (walks a key's copies), and its generation (gen
- * may be NULL): 0, or -FI_ENODATA. Safe without the owner's lock; then -FI_EAGAIN when a writer kept changing the table (the
- * caller takes the lock and asks again: with the lock held this never happens).
+ * may be NULL): 0, or -FI_ENODATA. Safe without the owner's lock; then -FI_EAGAIN when a
+ * writer kept changing the table (the caller takes the lock and asks again: with the lock
+ * held this never happens).
  */
 int util_av_table_find_from(const struct util_av_table *table, const void *key,
 			    size_t min_index, size_t *index, uint32_t *gen);
