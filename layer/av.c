@@ -466,12 +466,6 @@ static struct fi_layer_ops_av layer_av_ops = {
 	.set_user_id = layer_av_set_user_id,
 };
 
-/* fi_av(3) ties authorization keys to a domain opened with auth_key_size == FI_AV_AUTH_KEY. */
-static enum layer_av_auth layer_av_domain_auth(const struct layer_domain *domain)
-{
-	return domain->auth_key_size == FI_AV_AUTH_KEY ? LAYER_AV_AUTH_ON : LAYER_AV_AUTH_OFF;
-}
-
 /* Validates attr; the resolved type goes to *type. */
 static int layer_av_check_attr(const struct fi_av_attr *attr, enum fi_av_type *type)
 {
@@ -569,7 +563,8 @@ int layer_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct
 	av->flags = attr->flags;
 	av->addrlen = domain->addrlen;
 	av->has_user_id_attr = attr->flags & FI_AV_USER_ID;
-	av->auth = layer_av_domain_auth(domain);
+	/* fi_av(3): authorization keys belong to domains opened with FI_AV_AUTH_KEY */
+	av->has_auth_keys = domain->auth_key_size == FI_AV_AUTH_KEY;
 
 	/* a salt per AV: a handle of one AV is refused by another, small integers by all */
 	if (getrandom(&salt, sizeof(salt), 0) != sizeof(salt))

@@ -55,7 +55,7 @@ struct layer_av {
 
 	bool is_read_only;         /* FI_READ: a named AV opened for lookups only */
 	bool has_user_id_attr;     /* opened with FI_AV_USER_ID: fi_av_set_user_id */
-	int auth;                  /* enum layer_av_auth: the domain's FI_AV_AUTH_KEY setting */
+	bool has_auth_keys;        /* domain opened with auth_key_size == FI_AV_AUTH_KEY */
 
 	/* user IDs by index (FI_AV_USER_ID); NULL until first needed */
 	fi_addr_t *user_ids;
@@ -169,13 +169,6 @@ fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index);
 int layer_av_normalize(uint32_t addr_format, const void *addr, size_t addrlen, void *out);
 
 /* ---- internal to layer/av*.c ---- */
-
-/* The domain's FI_AV_AUTH_KEY setting, as far as the AV can know it. */
-enum layer_av_auth {
-	LAYER_AV_AUTH_UNKNOWN, /* not recorded by the domain: keys accepted */
-	LAYER_AV_AUTH_OFF,
-	LAYER_AV_AUTH_ON,
-};
 
 static inline fi_addr_t layer_av_encode(const struct layer_av *av, size_t index, uint32_t gen)
 {

@@ -235,7 +235,7 @@ int layer_av_insert_auth_key(struct fid_av *av_fid, const void *auth_key, size_t
 			"a key is 1 to 32 bytes");
 		return -FI_EINVAL;
 	}
-	if (av->auth == LAYER_AV_AUTH_OFF || av->shm) {
+	if (!av->has_auth_keys || av->shm) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "insert_auth_key: no authorization keys on this "
 			"av (domain without FI_AV_AUTH_KEY, or a named av)\n");
 		return -FI_EOPNOTSUPP;

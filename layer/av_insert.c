@@ -62,11 +62,9 @@ int layer_av_check_insert(struct layer_av *av, uint64_t flags, const fi_addr_t *
 		/*
 		 * fi_av(3) 1.20: not per insertion when the AV was opened with FI_AV_USER_ID
 		 * (fi_av_set_user_id is the way) or the domain has FI_AV_AUTH_KEY (fi_addr
-		 * carries key handles in then). A domain whose setting is unknown counts as
-		 * having it once the AV holds a key.
+		 * carries key handles in then).
 		 */
-		if (av->has_user_id_attr || av->auth == LAYER_AV_AUTH_ON ||
-		    (av->auth == LAYER_AV_AUTH_UNKNOWN && av->entry_keys)) {
+		if (av->has_user_id_attr || av->has_auth_keys) {
 			FI_WARN(&layer_prov, FI_LOG_AV,
 				"%s: FI_AV_USER_ID per insertion is refused on this av "
 				"(use fi_av_set_user_id)\n", call);
@@ -78,7 +76,7 @@ int layer_av_check_insert(struct layer_av *av, uint64_t flags, const fi_addr_t *
 		}
 	}
 	if (flags & FI_AUTH_KEY) {
-		if (av->auth == LAYER_AV_AUTH_OFF || av->shm) {
+		if (!av->has_auth_keys || av->shm) {
 			FI_WARN(&layer_prov, FI_LOG_AV, "%s: no authorization keys on this av\n",
 				call);
 			return -FI_EOPNOTSUPP;

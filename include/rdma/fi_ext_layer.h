@@ -123,6 +123,8 @@ static inline int fi_av_set_user_id(struct fid_av *av, fi_addr_t fi_addr, fi_add
  * Each insertion is its own entry with its own handle, as for addresses. Key handles are
  * FI_AV_MAP-like values whatever the AV type, told apart from address fi_addrs by their top
  * byte. fi_av_lookup_auth_key of an address inserted without a key reports a size of 0.
+ * A domain opened without auth_key_size == FI_AV_AUTH_KEY, and a named AV, have no keys:
+ * fi_av_insert_auth_key and FI_AUTH_KEY insertions there are -FI_EOPNOTSUPP.
  */
 #define FI_LAYER_AUTH_KEY_MIN_SIZE 1
 #define FI_LAYER_AUTH_KEY_MAX_SIZE 32

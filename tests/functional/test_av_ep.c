@@ -8,9 +8,9 @@
  * key held by an enabled endpoint cannot be removed; a domain without FI_AV_AUTH_KEY has no
  * keys.
  *
- * Checks whose names start with "[hook]" depend on the endpoint and domain calling the AV's
- * hooks (layer_av_report_addr, layer_av_add_listener, layer_av_keys_ref_all, the domain's
- * FI_AV_AUTH_KEY setting): they fail until that wiring is in.
+ * Checks whose names start with "[hook]" are the ones that go through the endpoint's and the
+ * domain's use of the AV's hooks (layer_av_report_addr, layer_av_add_listener,
+ * layer_av_keys_ref_all, the domain's FI_AV_AUTH_KEY setting).
  */
 #include "common.h"
 
