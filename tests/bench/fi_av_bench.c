@@ -368,6 +368,14 @@ static void run_isolated(const struct opts *o, const char *prov, struct result *
 	}
 }
 
+/* "tcp;ofi_rxm" -> "ofi_rxm": the part that tells providers over one core apart */
+static const char *short_name(const char *prov)
+{
+	const char *semi = strchr(prov, ';');
+
+	return semi ? semi + 1 : prov;
+}
+
 static void print_value(double v)
 {
 	if (v < 0)
@@ -444,8 +452,13 @@ int main(int argc, char **argv)
 	printf("%-38s", "metric");
 	for (i = 0; i < o.prov_cnt; i++)
 		printf(" %14.14s", o.provs[i]);
-	for (i = 1; i < o.prov_cnt; i++)
-		printf("  %9.9s/%.4s", o.provs[i], o.provs[0]);
+	for (i = 1; i < o.prov_cnt; i++) {
+		char ratio[64];
+
+		snprintf(ratio, sizeof(ratio), "%s/%s", short_name(o.provs[i]),
+			 short_name(o.provs[0]));
+		printf(" %17.17s", ratio);
+	}
 	printf("\n");
 	for (m = 0; m < M_COUNT; m++) {
 		printf("%-38s", metric_name[m]);
@@ -454,9 +467,9 @@ int main(int argc, char **argv)
 		/* how many times the first provider is faster (smaller): theirs / its */
 		for (i = 1; i < o.prov_cnt; i++) {
 			if (res[i].value[m] > 0 && res[0].value[m] > 0)
-				printf(" %14.2fx", res[i].value[m] / res[0].value[m]);
+				printf(" %16.2fx", res[i].value[m] / res[0].value[m]);
 			else
-				printf(" %15s", "-");
+				printf(" %17s", "-");
 		}
 		printf("\n");
 	}
