@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -265,6 +266,36 @@ static int env_open(struct env *e, const char *prov, uint64_t needs)
 	return 0;
 }
 
+/*
+ * What a clause process may leave in /dev/shm when it dies or is killed: libfabric's shm
+ * provider names its regions "<pid>:...", the named-AV clauses use "..._<pid>". Removed once
+ * the process is gone, so that the tool leaves nothing behind.
+ */
+static void cleanup_shm(pid_t pid)
+{
+	char prefix[32], suffix[32], path[512];
+	struct dirent *de;
+	size_t len, slen;
+	DIR *dir;
+
+	snprintf(prefix, sizeof(prefix), "%d:", (int) pid);
+	snprintf(suffix, sizeof(suffix), "_%d", (int) pid);
+	slen = strlen(suffix);
+	dir = opendir("/dev/shm");
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		len = strlen(de->d_name);
+		if (strncmp(de->d_name, prefix, strlen(prefix)) &&
+		    !(strstr(de->d_name, "avconform_") && len > slen &&
+		      !strcmp(de->d_name + len - slen, suffix)))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		unlink(path);
+	}
+	closedir(dir);
+}
+
 /* Runs one clause in a child process; its verdict and reason come back through a pipe. */
 static void run_clause(const struct clause *c, const char *prov, const char *self, int timeout_s,
 		       bool is_verbose, struct outcome *out)
@@ -336,9 +367,11 @@ static void run_clause(const struct clause *c, const char *prov, const char *sel
 				 "by libfabric's handler, or an abort)", WEXITSTATUS(status));
 		else
 			snprintf(out->why, sizeof(out->why), "hung: killed after %d s", timeout_s);
+		cleanup_shm(pid);
 		return;
 	}
 	waitpid(pid, &status, 0);
+	cleanup_shm(pid);
 }
 
 static void usage(const char *prog)
