@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -216,7 +217,7 @@ static int env_open(struct env *e, const char *prov, uint64_t needs)
 {
 	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_NONE};
 	static const enum fi_ep_type types[] = {FI_EP_RDM, FI_EP_DGRAM, FI_EP_MSG};
-	struct fi_info *hints;
+	struct fi_info *hints, *list, *cur;
 	size_t i;
 	int ret = -FI_ENODATA;
 
@@ -231,16 +232,26 @@ static int env_open(struct env *e, const char *prov, uint64_t needs)
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	if (needs & CONFORM_NEEDS_AUTH_KEY)
 		hints->domain_attr->auth_key_size = SIZE_MAX; /* FI_AV_AUTH_KEY */
-	/* an AV belongs to a domain: any endpoint type the provider offers will do */
-	for (i = 0; i < sizeof(types) / sizeof(types[0]) && ret; i++) {
+	/*
+	 * An AV belongs to a domain: any endpoint type the provider offers will do. Only an
+	 * info of the provider named counts ("udp" with FI_EP_RDM also brings "udp;ofi_rxd").
+	 */
+	for (i = 0; i < sizeof(types) / sizeof(types[0]) && !e->info; i++) {
 		hints->ep_attr->type = types[i];
-		ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &e->info);
+		ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &list);
 		if (ret)
-			ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &e->info);
+			ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &list);
+		if (ret)
+			continue;
+		for (cur = list; cur && !e->info; cur = cur->next) {
+			if (!strcasecmp(cur->fabric_attr->prov_name, prov))
+				e->info = fi_dupinfo(cur);
+		}
+		fi_freeinfo(list);
 	}
 	fi_freeinfo(hints);
-	if (ret)
-		return ret;
+	if (!e->info)
+		return ret ? ret : -FI_ENODATA;
 	ret = fi_fabric(e->info->fabric_attr, &e->fabric, NULL);
 	if (ret)
 		return ret;
