@@ -14,5 +14,6 @@ fi_av_bench_LDADD = $(FABRIC_LIBS)
 # fi_av_conform(1): fi_av(3) clause by clause against any provider (installed).
 bin_PROGRAMS += fi_av_conform
 fi_av_conform_SOURCES = tests/conform/fi_av_conform.c tests/conform/av_clauses.c \
+	tests/conform/av_clauses_ext.c \
 	tests/conform/conform.h
 fi_av_conform_LDADD = $(FABRIC_LIBS)

@@ -1,6 +1,8 @@
 /*
  * The clauses of fi_av(3) (libfabric 1.17, with the 1.20 additions) that fi_av_conform
- * checks, one function each. A clause gets an opened fabric, domain and (if the provider has
+ * checks, one function each: types, insertion, FI_EVENT, lookup, removal here; user IDs,
+ * authorization keys, named AVs and the ops layout in av_clauses_ext.c. The table of all of
+ * them ends this file. A clause gets an opened fabric, domain and (if the provider has
  * one) EQ, returns PASS, FAIL or UNSUPPORTED, and says why in one line (conform_fail...).
  * Their one-line descriptions are the table in fi_av_conform(1).
  */
@@ -19,23 +21,10 @@
 #include "conform.h"
 
 #define EVENT_MS 5000
-#define MSG_MS 10000
-#define USER_ID 0xabcdULL
 #define FLAG_UNKNOWN (1ULL << 61)
 
-#define FAIL(...) conform_fail(e, __VA_ARGS__)
-
-/* Opens an AV or returns from the clause: UNSUPPORTED for a refusal, FAIL otherwise. */
-#define OPEN_AV(type, flags, count, avp)                                             \
-	do {                                                                         \
-		int open_ret_ = conform_av_open(e, (type), (flags), (count), (avp)); \
-		if (open_ret_)                                                       \
-			return conform_refused(e, "fi_av_open", open_ret_);          \
-	} while (0)
-
-/* Inserts n synthetic addresses from first; the number inserted. */
-static int insert_n(struct env *e, struct fid_av *av, unsigned first, size_t n,
-		    fi_addr_t *fi_addr, uint64_t flags, void *context)
+int conform_insert_n(struct env *e, struct fid_av *av, unsigned first, size_t n, fi_addr_t *fi_addr,
+		     uint64_t flags, void *context)
 {
 	void *a = conform_addrs(e, first, n);
 	int ret = fi_av_insert(av, a, n, fi_addr, flags, context);
@@ -44,7 +33,7 @@ static int insert_n(struct env *e, struct fid_av *av, unsigned first, size_t n,
 	return ret;
 }
 
-static enum verdict done(struct env *e, struct fid_av *av, enum verdict v)
+enum verdict conform_done(struct env *e, struct fid_av *av, enum verdict v)
 {
 	if (av)
 		fi_close(&av->fid);
@@ -63,8 +52,8 @@ static enum verdict types_open(struct env *e, enum fi_av_type type)
 	if (ret)
 		return conform_refused(e, "fi_av_open", ret);
 	if (attr.type != type)
-		return done(e, av, FAIL("type changed to %d", attr.type));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("type changed to %d", attr.type));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict types_table_open(struct env *e)
@@ -87,8 +76,8 @@ static enum verdict types_unspec(struct env *e)
 	if (ret)
 		return conform_refused(e, "fi_av_open(FI_AV_UNSPEC)", ret);
 	if (attr.type != FI_AV_TABLE && attr.type != FI_AV_MAP)
-		return done(e, av, FAIL("type reported: %d", attr.type));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("type reported: %d", attr.type));
+	return conform_done(e, av, V_PASS);
 }
 
 /* ---- FI_AV_TABLE ---- */
@@ -100,15 +89,16 @@ static enum verdict table_order(struct env *e)
 	int ret, i;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = insert_n(e, av, 0, 8, fi_addr, 0, NULL);
+	ret = conform_insert_n(e, av, 0, 8, fi_addr, 0, NULL);
 	if (ret != 8)
-		return done(e, av, FAIL("insert of 8: %d", ret));
+		return conform_done(e, av, FAIL("insert of 8: %d", ret));
 	for (i = 0; i < 8; i++) {
 		if (fi_addr[i] != (fi_addr_t) i || !conform_holds(e, av, fi_addr[i], (unsigned) i))
-			return done(e, av, FAIL("entry %d at %llu", i,
-						(unsigned long long) fi_addr[i]));
+			return conform_done(
+				e, av,
+				FAIL("entry %d at %llu", i, (unsigned long long) fi_addr[i]));
 	}
-	return done(e, av, V_PASS);
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict table_across_calls(struct env *e)
@@ -119,14 +109,15 @@ static enum verdict table_across_calls(struct env *e)
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
 	for (i = 0; i < 3; i++) {
-		if (insert_n(e, av, (unsigned) i, 1, &fi_addr[i], 0, NULL) != 1)
-			return done(e, av, FAIL("insert %d failed", i));
+		if (conform_insert_n(e, av, (unsigned) i, 1, &fi_addr[i], 0, NULL) != 1)
+			return conform_done(e, av, FAIL("insert %d failed", i));
 	}
 	if (fi_addr[0] != 0 || fi_addr[1] != 1 || fi_addr[2] != 2)
-		return done(e, av, FAIL("indices %llu %llu %llu", (unsigned long long) fi_addr[0],
-					(unsigned long long) fi_addr[1],
-					(unsigned long long) fi_addr[2]));
-	return done(e, av, V_PASS);
+		return conform_done(e, av,
+				    FAIL("indices %llu %llu %llu", (unsigned long long) fi_addr[0],
+					 (unsigned long long) fi_addr[1],
+					 (unsigned long long) fi_addr[2]));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict table_null_fi_addr(struct env *e)
@@ -136,13 +127,13 @@ static enum verdict table_null_fi_addr(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
-	ret = insert_n(e, av, 1, 1, NULL, 0, NULL);
+	conform_insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
+	ret = conform_insert_n(e, av, 1, 1, NULL, 0, NULL);
 	if (ret != 1)
-		return done(e, av, FAIL("insert with a NULL fi_addr: %d", ret));
+		return conform_done(e, av, FAIL("insert with a NULL fi_addr: %d", ret));
 	if (!conform_holds(e, av, 1, 1))
-		return done(e, av, FAIL("the entry is not at index 1"));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("the entry is not at index 1"));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict table_lowest_free(struct env *e)
@@ -152,16 +143,17 @@ static enum verdict table_lowest_free(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	if (insert_n(e, av, 0, 6, fi_addr, 0, NULL) != 6)
-		return done(e, av, FAIL("insert of 6 failed"));
+	if (conform_insert_n(e, av, 0, 6, fi_addr, 0, NULL) != 6)
+		return conform_done(e, av, FAIL("insert of 6 failed"));
 	ret = fi_av_remove(av, list, 2, 0);
 	if (ret)
-		return done(e, av, FAIL("remove of 4 and 1: %d", ret));
-	ret = insert_n(e, av, 10, 2, got, 0, NULL);
+		return conform_done(e, av, FAIL("remove of 4 and 1: %d", ret));
+	ret = conform_insert_n(e, av, 10, 2, got, 0, NULL);
 	if (ret != 2 || got[0] != 1 || got[1] != 4)
-		return done(e, av, FAIL("reinserted at %llu, %llu (want 1, 4)",
-					(unsigned long long) got[0], (unsigned long long) got[1]));
-	return done(e, av, V_PASS);
+		return conform_done(e, av,
+				    FAIL("reinserted at %llu, %llu (want 1, 4)",
+					 (unsigned long long) got[0], (unsigned long long) got[1]));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict table_grows(struct env *e)
@@ -171,13 +163,13 @@ static enum verdict table_grows(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 4, &av);
-	ret = insert_n(e, av, 0, 1000, fi_addr, 0, NULL);
+	ret = conform_insert_n(e, av, 0, 1000, fi_addr, 0, NULL);
 	if (ret != 1000 || !conform_holds(e, av, fi_addr[999], 999)) {
 		free(fi_addr);
-		return done(e, av, FAIL("1000 insertions past a count of 4: %d", ret));
+		return conform_done(e, av, FAIL("1000 insertions past a count of 4: %d", ret));
 	}
 	free(fi_addr);
-	return done(e, av, V_PASS);
+	return conform_done(e, av, V_PASS);
 }
 
 /* ---- FI_AV_MAP ---- */
@@ -189,17 +181,18 @@ static enum verdict map_distinct(struct env *e)
 	int i, j;
 
 	OPEN_AV(FI_AV_MAP, 0, 0, &av);
-	if (insert_n(e, av, 0, 4, fi_addr, 0, NULL) != 4)
-		return done(e, av, FAIL("insert of 4 failed"));
+	if (conform_insert_n(e, av, 0, 4, fi_addr, 0, NULL) != 4)
+		return conform_done(e, av, FAIL("insert of 4 failed"));
 	for (i = 0; i < 4; i++) {
 		for (j = 0; j < i; j++) {
 			if (fi_addr[i] == fi_addr[j])
-				return done(e, av, FAIL("handles %d and %d equal", i, j));
+				return conform_done(e, av, FAIL("handles %d and %d equal", i, j));
 		}
 		if (!conform_holds(e, av, fi_addr[i], (unsigned) i))
-			return done(e, av, FAIL("handle %d does not look up its address", i));
+			return conform_done(e, av,
+					    FAIL("handle %d does not look up its address", i));
 	}
-	return done(e, av, V_PASS);
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict map_stale(struct env *e)
@@ -211,19 +204,20 @@ static enum verdict map_stale(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_MAP, 0, 0, &av);
-	if (insert_n(e, av, 0, 2, fi_addr, 0, NULL) != 2 || fi_av_remove(av, fi_addr, 1, 0))
-		return done(e, av, FAIL("insert or remove failed"));
+	if (conform_insert_n(e, av, 0, 2, fi_addr, 0, NULL) != 2 || fi_av_remove(av, fi_addr, 1, 0))
+		return conform_done(e, av, FAIL("insert or remove failed"));
 	ret = fi_av_lookup(av, fi_addr[0], buf, &len);
 	if (ret != -FI_EINVAL)
-		return done(e, av, FAIL("lookup of the removed handle: %d", ret));
+		return conform_done(e, av, FAIL("lookup of the removed handle: %d", ret));
 	/* the slot reused by another address: the old handle must not name it */
-	insert_n(e, av, 5, 1, &again, 0, NULL);
+	conform_insert_n(e, av, 5, 1, &again, 0, NULL);
 	len = sizeof(buf);
 	ret = fi_av_lookup(av, fi_addr[0], buf, &len);
 	if (again == fi_addr[0] || ret != -FI_EINVAL)
-		return done(e, av, FAIL("stale handle after reuse: lookup %d%s", ret,
-					again == fi_addr[0] ? ", same value handed out" : ""));
-	return done(e, av, V_PASS);
+		return conform_done(e, av,
+				    FAIL("stale handle after reuse: lookup %d%s", ret,
+					 again == fi_addr[0] ? ", same value handed out" : ""));
+	return conform_done(e, av, V_PASS);
 }
 
 /* ---- insertion ---- */
@@ -235,8 +229,8 @@ static enum verdict insert_count(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = insert_n(e, av, 0, 5, fi_addr, 0, NULL);
-	return done(e, av, ret == 5 ? V_PASS : FAIL("insert of 5 returned %d", ret));
+	ret = conform_insert_n(e, av, 0, 5, fi_addr, 0, NULL);
+	return conform_done(e, av, ret == 5 ? V_PASS : FAIL("insert of 5 returned %d", ret));
 }
 
 static enum verdict insert_failed_slot(struct env *e)
@@ -251,11 +245,11 @@ static enum verdict insert_failed_slot(struct env *e)
 	ret = fi_av_insert(av, a, 3, fi_addr, 0, NULL);
 	free(a);
 	if (ret != 2)
-		return done(e, av, FAIL("one bad address of 3: returned %d", ret));
+		return conform_done(e, av, FAIL("one bad address of 3: returned %d", ret));
 	if (fi_addr[1] != FI_ADDR_NOTAVAIL)
-		return done(e, av, FAIL("the bad slot holds %llu",
-					(unsigned long long) fi_addr[1]));
-	return done(e, av, V_PASS);
+		return conform_done(
+			e, av, FAIL("the bad slot holds %llu", (unsigned long long) fi_addr[1]));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict insert_sync_err(struct env *e)
@@ -270,11 +264,11 @@ static enum verdict insert_sync_err(struct env *e)
 	ret = fi_av_insert(av, a, 3, fi_addr, FI_SYNC_ERR, err);
 	free(a);
 	if (ret < 0)
-		return done(e, av, conform_refused(e, "insert(FI_SYNC_ERR)", ret));
+		return conform_done(e, av, conform_refused(e, "insert(FI_SYNC_ERR)", ret));
 	if (ret != 2 || err[0] || err[1] || err[2] <= 0)
-		return done(e, av, FAIL("returned %d, statuses %d %d %d", ret, err[0], err[1],
-					err[2]));
-	return done(e, av, V_PASS);
+		return conform_done(
+			e, av, FAIL("returned %d, statuses %d %d %d", ret, err[0], err[1], err[2]));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict insert_more(struct env *e)
@@ -284,12 +278,12 @@ static enum verdict insert_more(struct env *e)
 	int r1, r2;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	r1 = insert_n(e, av, 0, 1, &fi_addr[0], FI_MORE, NULL);
-	r2 = insert_n(e, av, 1, 1, &fi_addr[1], 0, NULL);
+	r1 = conform_insert_n(e, av, 0, 1, &fi_addr[0], FI_MORE, NULL);
+	r2 = conform_insert_n(e, av, 1, 1, &fi_addr[1], 0, NULL);
 	if (r1 != 1 || r2 != 1 || !conform_holds(e, av, fi_addr[0], 0) ||
 	    !conform_holds(e, av, fi_addr[1], 1))
-		return done(e, av, FAIL("FI_MORE then a last call: %d, %d", r1, r2));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("FI_MORE then a last call: %d, %d", r1, r2));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict insertsvc_node(struct env *e)
@@ -306,11 +300,12 @@ static enum verdict insertsvc_node(struct env *e)
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
 	ret = fi_av_insertsvc(av, node, "4000", &fi_addr, 0, NULL);
 	if (ret != 1)
-		return done(e, av, ret < 0 ? conform_refused(e, "insertsvc", ret) :
-					     FAIL("insertsvc returned %d", ret));
+		return conform_done(e, av,
+				    ret < 0 ? conform_refused(e, "insertsvc", ret)
+					    : FAIL("insertsvc returned %d", ret));
 	if (fi_av_lookup(av, fi_addr, &got, &len) || ntohs(got.sin6_port) != 4000)
-		return done(e, av, FAIL("the entry is not %s:4000", node));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("the entry is not %s:4000", node));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict insertsvc_addr_str(struct env *e)
@@ -326,12 +321,13 @@ static enum verdict insertsvc_addr_str(struct env *e)
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
 	ret = fi_av_insertsvc(av, "fi_sockaddr_in://127.0.0.1:4321", NULL, &fi_addr, 0, NULL);
 	if (ret != 1)
-		return done(e, av, ret < 0 ? conform_refused(e, "insertsvc(FI_ADDR_STR)", ret) :
-					     FAIL("insertsvc(FI_ADDR_STR) returned %d", ret));
+		return conform_done(e, av,
+				    ret < 0 ? conform_refused(e, "insertsvc(FI_ADDR_STR)", ret)
+					    : FAIL("insertsvc(FI_ADDR_STR) returned %d", ret));
 	if (fi_av_lookup(av, fi_addr, &got, &len) || ntohs(got.sin_port) != 4321 ||
 	    got.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
-		return done(e, av, FAIL("the entry is not 127.0.0.1:4321"));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("the entry is not 127.0.0.1:4321"));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict insertsym_range(struct env *e)
@@ -349,19 +345,21 @@ static enum verdict insertsym_range(struct env *e)
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
 	ret = fi_av_insertsym(av, "10.1.1.1", 2, "5000", 2, fi_addr, 0, NULL);
 	if (ret != 4)
-		return done(e, av, ret < 0 ? conform_refused(e, "insertsym", ret) :
-					     FAIL("2 nodes x 2 services: %d", ret));
+		return conform_done(e, av,
+				    ret < 0 ? conform_refused(e, "insertsym", ret)
+					    : FAIL("2 nodes x 2 services: %d", ret));
 	for (i = 0; i < 4; i++) {
 		len = sizeof(got);
 		if (fi_av_lookup(av, fi_addr[i], &got, &len) ||
 		    ntohl(got.sin_addr.s_addr) != want_ip[i] || ntohs(got.sin_port) != want_port[i])
-			return done(e, av, FAIL("entry %d is not node-major (10.1.1.%d:%d)", i,
-						want_ip[i] & 0xff, want_port[i]));
+			return conform_done(e, av,
+					    FAIL("entry %d is not node-major (10.1.1.%d:%d)", i,
+						 want_ip[i] & 0xff, want_port[i]));
 	}
 	ret = fi_av_insertsym(av, "10.2.0.1", 3, "6000", 2, fi_addr, 0, NULL);
 	if (ret != 6)
-		return done(e, av, FAIL("3 x 2 gave %d entries", ret));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("3 x 2 gave %d entries", ret));
+	return conform_done(e, av, V_PASS);
 }
 
 /* ---- FI_EVENT ---- */
@@ -378,7 +376,7 @@ static enum verdict event_av(struct env *e, struct fid_av **av, bool bind)
 	if (bind) {
 		ret = fi_av_bind(*av, &e->eq->fid, 0);
 		if (ret)
-			return done(e, *av, FAIL("fi_av_bind: %d", ret));
+			return conform_done(e, *av, FAIL("fi_av_bind: %d", ret));
 	}
 	return V_PASS;
 }
@@ -400,8 +398,8 @@ static enum verdict event_noeq(struct env *e)
 	v = event_av(e, &av, false);
 	if (v != V_PASS)
 		return v;
-	ret = insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
-	return done(e, av, ret == -FI_ENOEQ ? V_PASS : FAIL("insert before bind: %d", ret));
+	ret = conform_insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
+	return conform_done(e, av, ret == -FI_ENOEQ ? V_PASS : FAIL("insert before bind: %d", ret));
 }
 
 static enum verdict event_bind_flags(struct env *e)
@@ -414,7 +412,7 @@ static enum verdict event_bind_flags(struct env *e)
 	if (v != V_PASS)
 		return v;
 	ret = fi_av_bind(av, &e->eq->fid, FI_MORE);
-	return done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("bind with flags: %d", ret));
+	return conform_done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("bind with flags: %d", ret));
 }
 
 static enum verdict event_complete(struct env *e)
@@ -428,19 +426,20 @@ static enum verdict event_complete(struct env *e)
 	v = event_av(e, &av, true);
 	if (v != V_PASS)
 		return v;
-	ret = insert_n(e, av, 0, 3, fi_addr, 0, &ctx);
+	ret = conform_insert_n(e, av, 0, 3, fi_addr, 0, &ctx);
 	if (ret)
-		return done(e, av, FAIL("insert returned %d, not 0", ret));
+		return conform_done(e, av, FAIL("insert returned %d, not 0", ret));
 	ret = conform_next_event(e, &ev, EVENT_MS);
 	if (ret || !is_complete(&ev, av, &ctx, 3))
-		return done(e, av, FAIL("want FI_AV_COMPLETE, context, data 3: ret %d, error %d, "
-					"event %u, data %llu", ret, ev.is_err, ev.event,
-					(unsigned long long) ev.data));
+		return conform_done(e, av,
+				    FAIL("want FI_AV_COMPLETE, context, data 3: ret %d, error %d, "
+					 "event %u, data %llu",
+					 ret, ev.is_err, ev.event, (unsigned long long) ev.data));
 	if (!conform_holds(e, av, fi_addr[2], 2))
-		return done(e, av, FAIL("fi_addr not written or entry missing"));
+		return conform_done(e, av, FAIL("fi_addr not written or entry missing"));
 	if (conform_next_event(e, &ev, 200) != -FI_ETIMEDOUT)
-		return done(e, av, FAIL("more than one event"));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("more than one event"));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict event_errors(struct env *e)
@@ -462,22 +461,25 @@ static enum verdict event_errors(struct env *e)
 	ret = fi_av_insert(av, a, 4, fi_addr, 0, &ctx);
 	free(a);
 	if (ret)
-		return done(e, av, FAIL("insert returned %d, not 0", ret));
+		return conform_done(e, av, FAIL("insert returned %d, not 0", ret));
 	for (i = 1; i <= 3; i += 2) {
 		ret = conform_next_event(e, &ev, EVENT_MS);
 		if (ret || !ev.is_err || ev.err <= 0 || ev.data != (uint64_t) i ||
 		    ev.context != &ctx || ev.fid != &av->fid)
-			return done(e, av, FAIL("error entry for address %d: ret %d, error %d, "
-						"err %d, data %llu", i, ret, ev.is_err, ev.err,
-						(unsigned long long) ev.data));
+			return conform_done(e, av,
+					    FAIL("error entry for address %d: ret %d, error %d, "
+						 "err %d, data %llu",
+						 i, ret, ev.is_err, ev.err,
+						 (unsigned long long) ev.data));
 	}
 	ret = conform_next_event(e, &ev, EVENT_MS);
 	if (ret || !is_complete(&ev, av, &ctx, 2))
-		return done(e, av, FAIL("then FI_AV_COMPLETE with data 2: ret %d, data %llu", ret,
-					(unsigned long long) ev.data));
+		return conform_done(e, av,
+				    FAIL("then FI_AV_COMPLETE with data 2: ret %d, data %llu", ret,
+					 (unsigned long long) ev.data));
 	if (fi_addr[1] != FI_ADDR_NOTAVAIL || fi_addr[3] != FI_ADDR_NOTAVAIL)
-		return done(e, av, FAIL("failed slots not FI_ADDR_NOTAVAIL"));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("failed slots not FI_ADDR_NOTAVAIL"));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict event_all_fail(struct env *e)
@@ -499,14 +501,14 @@ static enum verdict event_all_fail(struct env *e)
 	ret = fi_av_insert(av, a, 2, fi_addr, 0, &ctx);
 	free(a);
 	if (ret)
-		return done(e, av, FAIL("insert returned %d, not 0", ret));
+		return conform_done(e, av, FAIL("insert returned %d, not 0", ret));
 	if (conform_next_event(e, &ev, EVENT_MS) || !ev.is_err ||
 	    conform_next_event(e, &ev, EVENT_MS) || !ev.is_err)
-		return done(e, av, FAIL("two error entries expected"));
+		return conform_done(e, av, FAIL("two error entries expected"));
 	ret = conform_next_event(e, &ev, EVENT_MS);
 	if (ret || !is_complete(&ev, av, &ctx, 0))
-		return done(e, av, FAIL("no FI_AV_COMPLETE with data 0 (ret %d)", ret));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("no FI_AV_COMPLETE with data 0 (ret %d)", ret));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict event_zero(struct env *e)
@@ -521,11 +523,11 @@ static enum verdict event_zero(struct env *e)
 		return v;
 	ret = fi_av_insert(av, NULL, 0, NULL, 0, &ctx);
 	if (ret)
-		return done(e, av, FAIL("insert of 0 returned %d", ret));
+		return conform_done(e, av, FAIL("insert of 0 returned %d", ret));
 	ret = conform_next_event(e, &ev, EVENT_MS);
 	if (ret || !is_complete(&ev, av, &ctx, 0))
-		return done(e, av, FAIL("no FI_AV_COMPLETE with data 0 (ret %d)", ret));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("no FI_AV_COMPLETE with data 0 (ret %d)", ret));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict event_sync_err(struct env *e)
@@ -538,8 +540,8 @@ static enum verdict event_sync_err(struct env *e)
 	v = event_av(e, &av, true);
 	if (v != V_PASS)
 		return v;
-	ret = insert_n(e, av, 0, 1, &fi_addr, FI_SYNC_ERR, &err);
-	return done(e, av, ret < 0 ? V_PASS : FAIL("FI_SYNC_ERR accepted: %d", ret));
+	ret = conform_insert_n(e, av, 0, 1, &fi_addr, FI_SYNC_ERR, &err);
+	return conform_done(e, av, ret < 0 ? V_PASS : FAIL("FI_SYNC_ERR accepted: %d", ret));
 }
 
 static enum verdict event_outstanding(struct env *e)
@@ -554,17 +556,19 @@ static enum verdict event_outstanding(struct env *e)
 	if (v != V_PASS)
 		return v;
 	for (i = 0; i < 3; i++) {
-		ret = insert_n(e, av, (unsigned) (2 * i), 2, &fi_addr[2 * i], 0, &ctx[i]);
+		ret = conform_insert_n(e, av, (unsigned) (2 * i), 2, &fi_addr[2 * i], 0, &ctx[i]);
 		if (ret)
-			return done(e, av, FAIL("insert %d returned %d", i, ret));
+			return conform_done(e, av, FAIL("insert %d returned %d", i, ret));
 	}
 	for (i = 0; i < 3; i++) {
 		if (conform_next_event(e, &ev, EVENT_MS) || ev.is_err || ev.data != 2)
-			return done(e, av, FAIL("completion %d missing or wrong", i));
-		seen |= ev.context == &ctx[0] ? 1 : ev.context == &ctx[1] ? 2 :
-			ev.context == &ctx[2] ? 4 : 8;
+			return conform_done(e, av, FAIL("completion %d missing or wrong", i));
+		seen |= ev.context == &ctx[0]	? 1
+			: ev.context == &ctx[1] ? 2
+			: ev.context == &ctx[2] ? 4
+						: 8;
 	}
-	return done(e, av, seen == 7 ? V_PASS : FAIL("contexts seen: %#x", seen));
+	return conform_done(e, av, seen == 7 ? V_PASS : FAIL("contexts seen: %#x", seen));
 }
 
 /* ---- lookup and strings ---- */
@@ -578,11 +582,11 @@ static enum verdict lookup_exact(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	insert_n(e, av, 3, 1, &fi_addr, 0, NULL);
+	conform_insert_n(e, av, 3, 1, &fi_addr, 0, NULL);
 	ret = fi_av_lookup(av, fi_addr, got, &len);
 	if (ret || !len || len > sizeof(got) || !conform_holds(e, av, fi_addr, 3))
-		return done(e, av, FAIL("lookup %d, addrlen %zu", ret, len));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("lookup %d, addrlen %zu", ret, len));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict lookup_truncate(struct env *e)
@@ -594,14 +598,15 @@ static enum verdict lookup_truncate(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	insert_n(e, av, 3, 1, &fi_addr, 0, NULL);
+	conform_insert_n(e, av, 3, 1, &fi_addr, 0, NULL);
 	fi_av_lookup(av, fi_addr, full, &len);
 	memset(part, 0xee, sizeof(part));
 	ret = fi_av_lookup(av, fi_addr, part, &small);
 	if (ret || small != len || memcmp(part, full, 4) || part[4] != 0xee)
-		return done(e, av, FAIL("4-byte buffer: ret %d, addrlen %zu (full %zu)%s", ret,
-					small, len, part[4] != 0xee ? ", wrote past it" : ""));
-	return done(e, av, V_PASS);
+		return conform_done(e, av,
+				    FAIL("4-byte buffer: ret %d, addrlen %zu (full %zu)%s", ret,
+					 small, len, part[4] != 0xee ? ", wrote past it" : ""));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict lookup_bad(struct env *e, bool removed)
@@ -613,15 +618,15 @@ static enum verdict lookup_bad(struct env *e, bool removed)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	insert_n(e, av, 0, 2, fi_addr, 0, NULL);
+	conform_insert_n(e, av, 0, 2, fi_addr, 0, NULL);
 	if (removed) {
 		if (fi_av_remove(av, &fi_addr[0], 1, 0))
-			return done(e, av, FAIL("remove failed"));
+			return conform_done(e, av, FAIL("remove failed"));
 		ret = fi_av_lookup(av, fi_addr[0], got, &len);
 	} else {
 		ret = fi_av_lookup(av, 1000, got, &len);
 	}
-	return done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("lookup returned %d", ret));
+	return conform_done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("lookup returned %d", ret));
 }
 
 static enum verdict lookup_unknown(struct env *e)
@@ -646,8 +651,9 @@ static enum verdict straddr_check(struct env *e, size_t room)
 	s = fi_av_straddr(av, a, full, &need);
 	if (s != full || need != strlen(full) + 1) {
 		free(a);
-		return done(e, av, FAIL("full buffer: %s, len %zu for \"%s\"", s ? "buf" : "NULL",
-					need, s ? full : ""));
+		return conform_done(e, av,
+				    FAIL("full buffer: %s, len %zu for \"%s\"", s ? "buf" : "NULL",
+					 need, s ? full : ""));
 	}
 	memset(buf, 'x', sizeof(buf));
 	s = fi_av_straddr(av, a, buf, &len);
@@ -655,9 +661,10 @@ static enum verdict straddr_check(struct env *e, size_t room)
 	/* the string as far as it fits, NUL-terminated within the room */
 	if (s != buf || len != need || buf[(room < need ? room : need) - 1] != '\0' ||
 	    strncmp(buf, full, (room < need ? room : need) - 1))
-		return done(e, av, FAIL("%zu-byte buffer: %s, len %zu (need %zu)", room,
-					s == buf ? "buf" : "not buf", len, need));
-	return done(e, av, V_PASS);
+		return conform_done(e, av,
+				    FAIL("%zu-byte buffer: %s, len %zu (need %zu)", room,
+					 s == buf ? "buf" : "not buf", len, need));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict straddr_full(struct env *e)
@@ -680,11 +687,12 @@ static enum verdict rx_addr(struct env *e)
 	ret = fi_av_open(e->domain, &attr, &av, NULL);
 	if (ret)
 		return conform_refused(e, "fi_av_open(rx_ctx_bits 8)", ret);
-	if (insert_n(e, av, 0, 2, fi_addr, 0, NULL) != 2)
-		return done(e, av, FAIL("insert failed"));
+	if (conform_insert_n(e, av, 0, 2, fi_addr, 0, NULL) != 2)
+		return conform_done(e, av, FAIL("insert failed"));
 	if ((fi_addr[1] >> 56) || !conform_holds(e, av, fi_rx_addr(fi_addr[1], 0, 8), 1))
-		return done(e, av, FAIL("fi_rx_addr(fi_addr, 0, 8) does not name the entry"));
-	return done(e, av, V_PASS);
+		return conform_done(e, av,
+				    FAIL("fi_rx_addr(fi_addr, 0, 8) does not name the entry"));
+	return conform_done(e, av, V_PASS);
 }
 
 /* ---- removal, close ---- */
@@ -696,13 +704,13 @@ static enum verdict remove_flags(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
+	conform_insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
 	ret = fi_av_remove(av, &fi_addr, 1, FLAG_UNKNOWN);
 	if (ret != -FI_EINVAL)
-		return done(e, av, FAIL("remove with flags: %d", ret));
+		return conform_done(e, av, FAIL("remove with flags: %d", ret));
 	if (!conform_holds(e, av, fi_addr, 0))
-		return done(e, av, FAIL("the refused call removed the entry"));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("the refused call removed the entry"));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict remove_twice(struct env *e)
@@ -712,11 +720,11 @@ static enum verdict remove_twice(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
+	conform_insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
 	if (fi_av_remove(av, &fi_addr, 1, 0))
-		return done(e, av, FAIL("first remove failed"));
+		return conform_done(e, av, FAIL("first remove failed"));
 	ret = fi_av_remove(av, &fi_addr, 1, 0);
-	return done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("second remove: %d", ret));
+	return conform_done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("second remove: %d", ret));
 }
 
 static enum verdict remove_unknown(struct env *e)
@@ -727,7 +735,7 @@ static enum verdict remove_unknown(struct env *e)
 
 	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
 	ret = fi_av_remove(av, &fi_addr, 1, 0);
-	return done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("remove of 1000: %d", ret));
+	return conform_done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("remove of 1000: %d", ret));
 }
 
 static enum verdict remove_reinsert(struct env *e)
@@ -737,13 +745,13 @@ static enum verdict remove_reinsert(struct env *e)
 	int ret;
 
 	OPEN_AV(FI_AV_MAP, 0, 0, &av);
-	insert_n(e, av, 4, 1, &fi_addr, 0, NULL);
+	conform_insert_n(e, av, 4, 1, &fi_addr, 0, NULL);
 	if (fi_av_remove(av, &fi_addr, 1, 0))
-		return done(e, av, FAIL("remove failed"));
-	ret = insert_n(e, av, 4, 1, &again, 0, NULL);
+		return conform_done(e, av, FAIL("remove failed"));
+	ret = conform_insert_n(e, av, 4, 1, &again, 0, NULL);
 	if (ret != 1 || !conform_holds(e, av, again, 4))
-		return done(e, av, FAIL("reinsertion: %d", ret));
-	return done(e, av, V_PASS);
+		return conform_done(e, av, FAIL("reinsertion: %d", ret));
+	return conform_done(e, av, V_PASS);
 }
 
 static enum verdict close_busy(struct env *e)
@@ -755,320 +763,19 @@ static enum verdict close_busy(struct env *e)
 	OPEN_AV(e->info->domain_attr->av_type == FI_AV_MAP ? FI_AV_MAP : FI_AV_TABLE, 0, 0, &av);
 	ret = fi_endpoint(e->domain, e->info, &ep, NULL);
 	if (ret)
-		return done(e, av, conform_unsupported(e, "no endpoint: %s", fi_strerror(-ret)));
+		return conform_done(e, av,
+				    conform_unsupported(e, "no endpoint: %s", fi_strerror(-ret)));
 	ret = fi_ep_bind(ep, &av->fid, 0);
 	if (ret) {
 		fi_close(&ep->fid);
-		return done(e, av, FAIL("binding the av: %d", ret));
+		return conform_done(e, av, FAIL("binding the av: %d", ret));
 	}
 	ret = fi_close(&av->fid);
 	/* closed under the endpoint: the endpoint is left alone, closing it may crash */
 	if (ret != -FI_EBUSY)
 		return FAIL("close while an endpoint is bound: %d", ret);
 	fi_close(&ep->fid);
-	return done(e, av, V_PASS);
-}
-
-/* ---- user IDs ---- */
-
-static enum verdict user_id_insert(struct env *e)
-{
-	fi_addr_t ids[2] = {0x1111, 0x2222};
-	struct fid_av *av;
-	int ret;
-
-	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = insert_n(e, av, 0, 2, ids, FI_AV_USER_ID, NULL);
-	if (ret < 0)
-		return done(e, av, conform_refused(e, "insert(FI_AV_USER_ID)", ret));
-	if (ret != 2 || !conform_holds(e, av, ids[0], 0) || !conform_holds(e, av, ids[1], 1))
-		return done(e, av, FAIL("ids in, fi_addrs out: %d, %#llx %#llx", ret,
-					(unsigned long long) ids[0], (unsigned long long) ids[1]));
-	return done(e, av, V_PASS);
-}
-
-static enum verdict user_id_attr(struct env *e)
-{
-	fi_addr_t fi_addr, id = 5;
-	struct fid_av *av;
-	int ret;
-
-	ret = conform_av_open(e, FI_AV_TABLE, FI_AV_USER_ID, 0, &av);
-	/* an open flag of 1.20: a provider that predates it refuses an unknown flag */
-	if (ret == -FI_EINVAL || ret == -FI_EBADFLAGS || ret == -FI_ENOSYS || ret == -FI_EOPNOTSUPP)
-		return conform_unsupported(e, "FI_AV_USER_ID open flag refused: %d (%s)", ret,
-					   fi_strerror(-ret));
-	if (ret)
-		return FAIL("fi_av_open(FI_AV_USER_ID): %d", ret);
-	ret = insert_n(e, av, 0, 1, &id, FI_AV_USER_ID, NULL);
-	if (ret >= 0)
-		return done(e, av, FAIL("per-insertion FI_AV_USER_ID accepted (%d)", ret));
-	insert_n(e, av, 0, 1, &fi_addr, 0, NULL);
-	ret = fi_av_set_user_id(av, fi_addr, 0x77, 0);
-	if (ret)
-		return done(e, av, conform_refused(e, "fi_av_set_user_id", ret));
-	ret = fi_av_set_user_id(av, 12345, 0x77, 0);
-	if (ret != -FI_EINVAL)
-		return done(e, av, FAIL("set_user_id of an unknown fi_addr: %d", ret));
-	return done(e, av, V_PASS);
-}
-
-/* Two endpoints; b knows a by a user ID; what b's completion reports as the source. */
-static enum verdict user_id_report(struct env *e)
-{
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .size = 64};
-	struct fid_av *av[2] = {NULL, NULL};
-	struct fid_cq *cq[2] = {NULL, NULL};
-	struct fid_ep *ep[2] = {NULL, NULL};
-	char name[2][256], buf[64] = "user id";
-	struct fi_cq_entry comp;
-	fi_addr_t to_b, id = USER_ID, src = FI_ADDR_NOTAVAIL;
-	enum verdict v = V_PASS;
-	size_t len;
-	uint64_t deadline;
-	ssize_t ret;
-	int i, ctx;
-
-	if (e->info->ep_attr->type != FI_EP_RDM || !(e->info->caps & FI_SOURCE))
-		return conform_unsupported(e, "needs FI_EP_RDM with FI_SOURCE");
-	for (i = 0; i < 2; i++) {
-		if (conform_av_open(e, FI_AV_TABLE, 0, 0, &av[i]) ||
-		    fi_cq_open(e->domain, &cq_attr, &cq[i], NULL) ||
-		    fi_endpoint(e->domain, e->info, &ep[i], NULL) ||
-		    fi_ep_bind(ep[i], &av[i]->fid, 0) ||
-		    fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV) || fi_enable(ep[i])) {
-			v = conform_unsupported(e, "could not set up two endpoints");
-			goto out;
-		}
-		len = sizeof(name[i]);
-		if (fi_getname(&ep[i]->fid, name[i], &len)) {
-			v = conform_unsupported(e, "fi_getname failed");
-			goto out;
-		}
-	}
-	if (fi_av_insert(av[0], name[1], 1, &to_b, 0, NULL) != 1) {
-		v = FAIL("a cannot insert b");
-		goto out;
-	}
-	ret = fi_av_insert(av[1], name[0], 1, &id, FI_AV_USER_ID, NULL);
-	if (ret != 1) {
-		v = ret < 0 ? conform_refused(e, "insert(FI_AV_USER_ID)", (int) ret) :
-			      FAIL("b cannot insert a");
-		goto out;
-	}
-	deadline = (uint64_t) time(NULL) + MSG_MS / 1000;
-	while ((ret = fi_recv(ep[1], buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, &ctx)) == -FI_EAGAIN)
-		fi_cq_read(cq[1], &comp, 1);
-	while (!ret && (ret = fi_send(ep[0], buf, sizeof(buf), NULL, to_b, &ctx)) == -FI_EAGAIN)
-		fi_cq_read(cq[0], &comp, 1);
-	if (ret) {
-		v = FAIL("send or receive: %zd", ret);
-		goto out;
-	}
-	for (;;) {
-		fi_cq_read(cq[0], &comp, 1);
-		ret = fi_cq_readfrom(cq[1], &comp, 1, &src);
-		if (ret == 1)
-			break;
-		if ((uint64_t) time(NULL) > deadline) {
-			v = FAIL("no receive completion");
-			goto out;
-		}
-	}
-	if (src != USER_ID)
-		v = FAIL("completion source %#llx, not the user ID %#llx", (unsigned long long) src,
-			 USER_ID);
-out:
-	for (i = 0; i < 2; i++) {
-		if (ep[i])
-			fi_close(&ep[i]->fid);
-		if (cq[i])
-			fi_close(&cq[i]->fid);
-		if (av[i])
-			fi_close(&av[i]->fid);
-	}
-	return v;
-}
-
-/* ---- authorization keys (a domain opened with FI_AV_AUTH_KEY) ---- */
-
-static enum verdict auth_domain(struct env *e)
-{
-	/* an info that ignores the hint is a provider without the feature, not a wrong one */
-	if (e->info->domain_attr->auth_key_size != FI_AV_AUTH_KEY)
-		return conform_unsupported(e, "asked FI_AV_AUTH_KEY, got auth_key_size %zu",
-					   e->info->domain_attr->auth_key_size);
-	return V_PASS;
-}
-
-static enum verdict auth_insert_lookup(struct env *e)
-{
-	char buf[64];
-	fi_addr_t key;
-	struct fid_av *av;
-	size_t size = 3;
-	int ret;
-
-	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = fi_av_insert_auth_key(av, "secret", 6, &key, 0);
-	if (ret)
-		return done(e, av, conform_refused(e, "fi_av_insert_auth_key", ret));
-	memset(buf, '.', sizeof(buf));
-	ret = fi_av_lookup_auth_key(av, key, buf, &size);
-	if (ret || size != 6 || memcmp(buf, "sec", 3) || buf[3] != '.')
-		return done(e, av, FAIL("lookup into 3 bytes: %d, size %zu", ret, size));
-	return done(e, av, V_PASS);
-}
-
-static enum verdict auth_size(struct env *e)
-{
-	fi_addr_t key;
-	struct fid_av *av;
-	int ret;
-
-	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = fi_av_insert_auth_key(av, "k", 0, &key, 0);
-	if (ret == -FI_ENOSYS)
-		return done(e, av, conform_refused(e, "fi_av_insert_auth_key", ret));
-	return done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("a key of size 0: %d", ret));
-}
-
-static enum verdict auth_insert_keyed(struct env *e)
-{
-	fi_addr_t key, fi_addr[2];
-	struct fid_av *av;
-	int ret;
-
-	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = fi_av_insert_auth_key(av, "secret", 6, &key, 0);
-	if (ret)
-		return done(e, av, conform_refused(e, "fi_av_insert_auth_key", ret));
-	fi_addr[0] = fi_addr[1] = key;
-	ret = insert_n(e, av, 0, 2, fi_addr, FI_AUTH_KEY, NULL);
-	if (ret < 0)
-		return done(e, av, conform_refused(e, "insert(FI_AUTH_KEY)", ret));
-	if (ret != 2 || !conform_holds(e, av, fi_addr[0], 0) ||
-	    !conform_holds(e, av, fi_addr[1], 1))
-		return done(e, av, FAIL("key handles in, fi_addrs out: %d", ret));
-	return done(e, av, V_PASS);
-}
-
-static enum verdict auth_remove(struct env *e)
-{
-	char buf[16];
-	fi_addr_t key;
-	struct fid_av *av;
-	size_t size = sizeof(buf);
-	int ret;
-
-	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	ret = fi_av_insert_auth_key(av, "secret", 6, &key, 0);
-	if (ret)
-		return done(e, av, conform_refused(e, "fi_av_insert_auth_key", ret));
-	ret = fi_av_remove(av, &key, 1, FI_AUTH_KEY);
-	if (ret)
-		return done(e, av, conform_refused(e, "remove(FI_AUTH_KEY)", ret));
-	ret = fi_av_lookup_auth_key(av, key, buf, &size);
-	return done(e, av, ret == -FI_EINVAL ? V_PASS : FAIL("removed key looked up: %d", ret));
-}
-
-/* ---- named AVs ---- */
-
-static void named(char *name, size_t len, const char *what)
-{
-	snprintf(name, len, "avconform_%s_%d", what, (int) getpid());
-}
-
-static enum verdict named_open(struct env *e)
-{
-	struct fi_av_attr attr = {.type = FI_AV_MAP};
-	struct fid_av *av;
-	char name[64];
-	int ret;
-
-	named(name, sizeof(name), "open");
-	attr.name = name;
-	ret = fi_av_open(e->domain, &attr, &av, NULL);
-	if (ret)
-		return conform_refused(e, "fi_av_open(name)", ret);
-	return done(e, av, attr.map_addr ? V_PASS : FAIL("map_addr not reported"));
-}
-
-static enum verdict named_read(struct env *e, bool has_name)
-{
-	struct fi_av_attr attr = {.type = FI_AV_TABLE, .flags = FI_READ};
-	struct fid_av *av;
-	char name[64];
-	int ret;
-
-	named(name, sizeof(name), "missing");
-	attr.name = has_name ? name : NULL;
-	ret = fi_av_open(e->domain, &attr, &av, NULL);
-	if (!ret)
-		return done(e, av, FAIL("FI_READ %s opened", has_name ? "of a missing name" :
-								"without a name"));
-	return V_PASS;
-}
-
-static enum verdict named_read_noname(struct env *e)
-{
-	return named_read(e, false);
-}
-
-static enum verdict named_read_missing(struct env *e)
-{
-	return named_read(e, true);
-}
-
-static enum verdict named_shared(struct env *e)
-{
-	struct fi_av_attr attr = {.type = FI_AV_MAP};
-	char name[64], why[CONFORM_WHY];
-	fi_addr_t fi_addr[3];
-	struct fid_av *av;
-	int ret;
-
-	named(name, sizeof(name), "shared");
-	attr.name = name;
-	ret = fi_av_open(e->domain, &attr, &av, NULL);
-	if (ret)
-		return conform_refused(e, "fi_av_open(name)", ret);
-	ret = insert_n(e, av, 0, 3, fi_addr, 0, NULL);
-	if (ret != 3)
-		return done(e, av, FAIL("insert of 3: %d", ret));
-	ret = conform_run_peer(e, name, fi_addr, 3, why, sizeof(why));
-	return done(e, av, ret ? FAIL("%s", why[0] ? why : "the other process failed") : V_PASS);
-}
-
-static enum verdict named_cleanup(struct env *e)
-{
-	struct fi_av_attr attr = {.type = FI_AV_TABLE};
-	struct fid_av *av;
-	char name[64];
-	int ret;
-
-	named(name, sizeof(name), "cleanup");
-	attr.name = name;
-	ret = fi_av_open(e->domain, &attr, &av, NULL);
-	if (ret)
-		return conform_refused(e, "fi_av_open(name)", ret);
-	fi_close(&av->fid);
-	attr.flags = FI_READ;
-	ret = fi_av_open(e->domain, &attr, &av, NULL);
-	return done(e, ret ? NULL : av, ret ? V_PASS : FAIL("still there after the last close"));
-}
-
-/* ---- the 1.20 interface ---- */
-
-static enum verdict ops_v120(struct env *e)
-{
-	struct fid_av *av;
-
-	OPEN_AV(FI_AV_TABLE, 0, 0, &av);
-	if (av->ops->size < sizeof(struct fi_layer_ops_av))
-		return done(e, av, conform_unsupported(e, "fi_ops_av of %zu bytes: the 1.17 layout",
-						       av->ops->size));
-	return done(e, av, V_PASS);
+	return conform_done(e, av, V_PASS);
 }
 
 const struct clause conform_clauses[] = {
@@ -1082,8 +789,7 @@ const struct clause conform_clauses[] = {
 	{"table.lowest_free", "after fi_av_remove the lowest free index is reused",
 	 table_lowest_free},
 	{"table.grows", "count is a hint: 1000 insertions past a count of 4", table_grows},
-	{"map.distinct", "FI_AV_MAP handles are distinct and look up their address",
-	 map_distinct},
+	{"map.distinct", "FI_AV_MAP handles are distinct and look up their address", map_distinct},
 	{"map.stale", "a removed handle is -FI_EINVAL, also once its slot is reused", map_stale},
 	{"insert.count", "a synchronous insert returns the number inserted", insert_count},
 	{"insert.failed_slot", "a bad address: FI_ADDR_NOTAVAIL in its slot, the others count",
@@ -1091,18 +797,18 @@ const struct clause conform_clauses[] = {
 	{"insert.sync_err", "FI_SYNC_ERR: 0 per inserted address, errno > 0 per failed one",
 	 insert_sync_err},
 	{"insert.more", "FI_MORE accepted; the next call ends the list", insert_more},
-	{"insertsvc.node", "insertsvc(node, service) inserts the resolved address",
-	 insertsvc_node},
+	{"insertsvc.node", "insertsvc(node, service) inserts the resolved address", insertsvc_node},
 	{"insertsvc.addr_str", "insertsvc with an FI_ADDR_STR node and no service",
 	 insertsvc_addr_str},
 	{"insertsym.range", "insertsym: nodecnt x svccnt entries, node-major", insertsym_range},
 	{"event.noeq", "FI_EVENT: insertion before fi_av_bind is -FI_ENOEQ", event_noeq},
-	{"event.bind_flags", "fi_av_bind with flags other than 0 is -FI_EINVAL",
-	 event_bind_flags},
+	{"event.bind_flags", "fi_av_bind with flags other than 0 is -FI_EINVAL", event_bind_flags},
 	{"event.complete", "insert returns 0; one FI_AV_COMPLETE: fid, context, data = count",
 	 event_complete},
-	{"event.errors", "one error entry per failed address (err, data = index, context), "
-	 "then FI_AV_COMPLETE", event_errors},
+	{"event.errors",
+	 "one error entry per failed address (err, data = index, context), "
+	 "then FI_AV_COMPLETE",
+	 event_errors},
 	{"event.all_fail", "every address failing: errors, then FI_AV_COMPLETE, data 0",
 	 event_all_fail},
 	{"event.zero", "count 0: FI_AV_COMPLETE with data 0", event_zero},
@@ -1113,8 +819,7 @@ const struct clause conform_clauses[] = {
 	{"lookup.truncate", "a short buffer: truncated, *addrlen the full size", lookup_truncate},
 	{"lookup.unknown", "lookup of a never-inserted fi_addr is -FI_EINVAL", lookup_unknown},
 	{"lookup.removed", "lookup of a removed fi_addr is -FI_EINVAL", lookup_removed},
-	{"straddr.full", "straddr returns buf, NUL-terminated, *len the size needed",
-	 straddr_full},
+	{"straddr.full", "straddr returns buf, NUL-terminated, *len the size needed", straddr_full},
 	{"straddr.truncate", "a short buffer: truncated and NUL-terminated, *len the size needed",
 	 straddr_truncate},
 	{"rx_addr", "rx_ctx_bits 8: fi_rx_addr(fi_addr, 0, 8) names the entry", rx_addr},

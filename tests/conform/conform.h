@@ -80,6 +80,40 @@ struct conform_event {
 	int err;
 };
 int conform_next_event(struct env *e, struct conform_event *ev, int timeout_ms);
+
+/* ---- shared by the clause files (av_clauses.c) ---- */
+
+#define FAIL(...) conform_fail(e, __VA_ARGS__)
+
+/* Opens an AV or returns from the clause: UNSUPPORTED for a refusal, FAIL otherwise. */
+#define OPEN_AV(type, flags, count, avp)                                             \
+	do {                                                                         \
+		int open_ret_ = conform_av_open(e, (type), (flags), (count), (avp)); \
+		if (open_ret_)                                                       \
+			return conform_refused(e, "fi_av_open", open_ret_);          \
+	} while (0)
+
+/* Inserts n synthetic addresses numbered from first: the number inserted. */
+int conform_insert_n(struct env *e, struct fid_av *av, unsigned first, size_t n,
+		     fi_addr_t *fi_addr, uint64_t flags, void *context);
+/* Closes av (if not NULL) and returns v. */
+enum verdict conform_done(struct env *e, struct fid_av *av, enum verdict v);
+
+/* av_clauses_ext.c: user IDs, authorization keys, named AVs, the 1.20 ops layout */
+enum verdict user_id_insert(struct env *e);
+enum verdict user_id_attr(struct env *e);
+enum verdict user_id_report(struct env *e);
+enum verdict auth_domain(struct env *e);
+enum verdict auth_insert_lookup(struct env *e);
+enum verdict auth_size(struct env *e);
+enum verdict auth_insert_keyed(struct env *e);
+enum verdict auth_remove(struct env *e);
+enum verdict named_open(struct env *e);
+enum verdict named_read_noname(struct env *e);
+enum verdict named_read_missing(struct env *e);
+enum verdict named_shared(struct env *e);
+enum verdict named_cleanup(struct env *e);
+enum verdict ops_v120(struct env *e);
 /* A second process of this program, for named AVs: see fi_av_conform.c. */
 int conform_run_peer(struct env *e, const char *name, const fi_addr_t *fi_addr, size_t n,
 		     char *why, size_t why_len);

@@ -1,8 +1,8 @@
 /*
  * Address vectors through the public API (fi_av(3)): open attributes, insertion order and the
  * lowest free index reused, FI_SYNC_ERR, lookup (truncation, size query), remove (all or
- * nothing), insertsvc, straddr, FI_AV_MAP handles, EBUSY on close, growth, thread safety, and
- * every error path, for the domain's IPv4 format and, when offered, IPv6.
+ * nothing), insertsvc, FI_AV_MAP handles, EBUSY on close, growth, thread safety, and every
+ * error path, for the domain's IPv4 format and, when offered, IPv6 (straddr: test_av_sym).
  *
  * Calls that existing providers are known to crash on (lookups and removals of entries that
  * are not there, NULL arguments) run in a forked child (lt_guarded), so a crash is a failed
@@ -645,65 +645,6 @@ static void test_insertsvc(struct ctx *c)
 	LT_CHECK_RET(fi_close(&av->fid), 0, "%s insertsvc: close", c->tag);
 }
 
-/* ---- straddr ---- */
-
-static void test_straddr(struct ctx *c)
-{
-	bool v6 = c->addr_format == FI_SOCKADDR_IN6;
-	const char *want = v6 ? "fi_sockaddr_in6://[::1]:4000" : "fi_sockaddr_in://127.0.0.1:4000";
-	uint8_t a[LT_ADDR_MAX];
-	struct fid_av *av;
-	const char *s;
-	char buf[128];
-	size_t len;
-
-	if (!LT_CHECK_RET(open_av(c, FI_AV_TABLE, 0, &av), 0, "%s straddr: open", c->tag))
-		return;
-	memset(a, 0, sizeof(a));
-	if (v6) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *) a;
-
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(4000);
-		sin6->sin6_addr = in6addr_loopback;
-	} else {
-		struct sockaddr_in *sin = (struct sockaddr_in *) a;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(4000);
-		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	}
-
-	len = sizeof(buf);
-	s = fi_av_straddr(av, a, buf, &len);
-	LT_CHECK(s == buf && !strcmp(buf, want) && len == strlen(want) + 1,
-		 "%s straddr: \"%s\" (got \"%s\", len %zu)", c->tag, want, s ? s : "(null)", len);
-
-	memset(buf, 'x', sizeof(buf));
-	len = 10;
-	s = fi_av_straddr(av, a, buf, &len);
-	LT_CHECK(s == buf && buf[9] == '\0' && !strncmp(buf, want, 9) && len == strlen(want) + 1,
-		 "%s straddr: truncated to 10, NUL-terminated, size needed back (len %zu)", c->tag,
-		 len);
-
-	memset(buf, 'x', sizeof(buf));
-	len = 0;
-	s = fi_av_straddr(av, a, buf, &len);
-	LT_CHECK(buf[0] == 'x' && len == strlen(want) + 1,
-		 "%s straddr: len 0 writes nothing, size needed back (len %zu)", c->tag, len);
-
-	/* an address of another format */
-	((struct sockaddr *) a)->sa_family = AF_UNIX;
-	len = sizeof(buf);
-	s = fi_av_straddr(av, a, buf, &len);
-	if (lt_is_layer())
-		LT_CHECK(s == NULL, "%s straddr: foreign family gives NULL", c->tag);
-	else
-		lt_note("%s straddr: foreign family gives %s", c->tag, s ? s : "NULL");
-
-	LT_CHECK_RET(fi_close(&av->fid), 0, "%s straddr: close", c->tag);
-}
-
 /* ---- FI_AV_MAP ---- */
 
 static void test_map(struct ctx *c)
@@ -959,7 +900,6 @@ static void run_all(struct ctx *c)
 	test_remove(c);
 	test_reuse(c);
 	test_insertsvc(c);
-	test_straddr(c);
 	test_map(c);
 	test_duplicates(c);
 	test_many(c);

@@ -2,8 +2,9 @@
  * Insertion by name and by range, and what an fi_addr may be, through the public API
  * (fi_av(3)): fi_av_insertsvc with node/service and FI_ADDR_STR nodes; fi_av_insertsym over
  * IPv4 and IPv6 ranges and numbered host names, node-major, nodecnt x svccnt, with its
- * refusals; FI_AV_MAP handles that carry a generation (stale, removed and forged values
- * refused); ofi_layer's reverse lookup extension; rx_ctx_bits and fi_rx_addr.
+ * refusals; fi_av_straddr for both families; FI_AV_MAP handles that carry a generation
+ * (stale, removed and forged values refused); ofi_layer's reverse lookup extension;
+ * rx_ctx_bits and fi_rx_addr.
  */
 #include "common.h"
 
@@ -264,6 +265,64 @@ static void test_map_handles(struct lt_dom *dom)
 	LT_CHECK_RET(fi_close(&av->fid), 0, "map: close");
 }
 
+/* ---- straddr ---- */
+
+static void test_straddr(struct lt_dom *dom, bool v6)
+{
+	const char *want = v6 ? "fi_sockaddr_in6://[::1]:4000" : "fi_sockaddr_in://127.0.0.1:4000";
+	const char *tag = v6 ? "straddr6" : "straddr";
+	uint8_t a[LT_ADDR_MAX];
+	struct fid_av *av;
+	const char *s;
+	char buf[128];
+	size_t len;
+
+	if (!LT_CHECK_RET(open_av(dom, FI_AV_TABLE, 0, &av), 0, "%s: open", tag))
+		return;
+	memset(a, 0, sizeof(a));
+	if (v6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *) a;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(4000);
+		sin6->sin6_addr = in6addr_loopback;
+	} else {
+		struct sockaddr_in *sin = (struct sockaddr_in *) a;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(4000);
+		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	}
+
+	len = sizeof(buf);
+	s = fi_av_straddr(av, a, buf, &len);
+	LT_CHECK(s == buf && !strcmp(buf, want) && len == strlen(want) + 1,
+		 "%s: \"%s\" (got \"%s\", len %zu)", tag, want, s ? s : "(null)", len);
+
+	memset(buf, 'x', sizeof(buf));
+	len = 10;
+	s = fi_av_straddr(av, a, buf, &len);
+	LT_CHECK(s == buf && buf[9] == '\0' && !strncmp(buf, want, 9) && len == strlen(want) + 1,
+		 "%s: truncated to 10, NUL-terminated, size needed back (len %zu)", tag, len);
+
+	memset(buf, 'x', sizeof(buf));
+	len = 0;
+	s = fi_av_straddr(av, a, buf, &len);
+	LT_CHECK(buf[0] == 'x' && len == strlen(want) + 1,
+		 "%s: len 0 writes nothing, size needed back (len %zu)", tag, len);
+
+	/* an address of another format */
+	((struct sockaddr *) a)->sa_family = AF_UNIX;
+	len = sizeof(buf);
+	s = fi_av_straddr(av, a, buf, &len);
+	if (lt_is_layer())
+		LT_CHECK(s == NULL, "%s: foreign family gives NULL", tag);
+	else
+		lt_note("%s: foreign family gives %s", tag, s ? s : "NULL");
+
+	LT_CHECK_RET(fi_close(&av->fid), 0, "%s: close", tag);
+}
+
 /* ---- ofi_layer's reverse lookup extension ---- */
 
 static void test_reverse(struct lt_dom *dom)
@@ -358,6 +417,7 @@ int main(int argc, char **argv)
 	if (LT_CHECK(info->addr_format == FI_SOCKADDR_IN, "IPv4 domain") &&
 	    LT_CHECK_RET(lt_dom_open(info, &dom), 0, "fabric and domain")) {
 		test_insertsvc(&dom);
+		test_straddr(&dom, false);
 		test_insertsym_v4(&dom);
 		test_map_handles(&dom);
 		test_reverse(&dom);
@@ -374,6 +434,7 @@ int main(int argc, char **argv)
 	if (!ret && info->addr_format == FI_SOCKADDR_IN6) {
 		if (LT_CHECK_RET(lt_dom_open(info, &dom), 0, "IPv6 fabric and domain")) {
 			test_insertsym_v6(&dom);
+			test_straddr(&dom, true);
 			lt_dom_close(&dom);
 		}
 	} else {
