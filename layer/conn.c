@@ -1,7 +1,9 @@
 /*
- * Connection management over a MSG core: a passive endpoint listens for peers, an outgoing
- * connection is opened on the first send to a peer, and a connection that fails or shuts
- * down fails what waits on it; the next send to that peer connects again.
+ * Connections, whatever the core kind: the outgoing connection of each AV index, opened on
+ * the first send by the core kind's connect; failure, which completes everything a connection
+ * holds with errors exactly once (the next send to that peer connects again); and the
+ * connections' end with the endpoint. The core side is in conn_msg.c (connected cores) and
+ * conn_rdm.c (reliable-datagram cores).
  */
 #include "config.h"
 
@@ -11,83 +13,7 @@
 #include "layer/ep.h"
 #include "layer/av.h"
 
-static void layer_conn_free(struct layer_conn *conn)
-{
-	util_dlist_remove(&conn->link);
-	free(conn);
-}
-
-/* Returns the buffers posted on a connection whose core endpoint is closed to the pool. */
-static void layer_conn_release_bufs(struct layer_conn *conn)
-{
-	struct util_dlist *item;
-
-	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
-		util_bufpool_put(&conn->ep->buf_pool,
-				 container_of(item, struct layer_rx_buf, link));
-}
-
-/*
- * Buffers posted on a connection: incoming ones carry the peer's messages; on outgoing ones
- * only control replies (rendezvous ACKs) arrive, and the core holds what finds no buffer.
- */
-#define LAYER_CTRL_BUF_CNT 8
-
-static int layer_conn_setup_core(struct layer_ep *ep, struct layer_conn *conn,
-				 struct fi_info *info)
-{
-	size_t i, buf_cnt = conn->is_outgoing ? LAYER_CTRL_BUF_CNT : layer_settings.rx_buf_cnt;
-	struct layer_rx_buf *buf;
-	int ret;
-
-	ret = fi_endpoint(ep->domain->core_domain, info, &conn->core_ep, conn);
-	if (ret)
-		return ret;
-	ret = fi_ep_bind(conn->core_ep, &ep->core_eq->fid, 0);
-	if (ret)
-		goto err_close_core_ep;
-	ret = fi_ep_bind(conn->core_ep, &ep->core_cq->fid, FI_TRANSMIT | FI_RECV);
-	if (ret)
-		goto err_close_core_ep;
-	ret = fi_enable(conn->core_ep);
-	if (ret)
-		goto err_close_core_ep;
-
-	for (i = 0; i < buf_cnt; i++) {
-		buf = util_bufpool_get(&ep->buf_pool);
-		if (!buf) {
-			ret = -FI_ENOMEM;
-			goto err_close_core_ep;
-		}
-		ret = layer_conn_post_buf(conn, buf);
-		if (ret) {
-			util_bufpool_put(&ep->buf_pool, buf);
-			goto err_close_core_ep;
-		}
-	}
-	return 0;
-
-err_close_core_ep:
-	fi_close(&conn->core_ep->fid);
-	conn->core_ep = NULL;
-	layer_conn_release_bufs(conn);
-	return ret;
-}
-
-int layer_conn_post_buf(struct layer_conn *conn, struct layer_rx_buf *buf)
-{
-	ssize_t ret;
-
-	buf->type = LAYER_CTX_RX_BUF;
-	buf->conn = conn;
-	ret = fi_recv(conn->core_ep, buf->data, conn->ep->buf_size, NULL, FI_ADDR_UNSPEC, buf);
-	if (ret)
-		return (int) ret;
-	util_dlist_insert_tail(&buf->link, &conn->posted_bufs);
-	return 0;
-}
-
-static struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing)
+struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing)
 {
 	struct layer_conn *conn;
 
@@ -95,8 +21,10 @@ static struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing
 	if (!conn)
 		return NULL;
 	conn->ep = ep;
+	conn->core_addr = FI_ADDR_UNSPEC;
 	conn->is_outgoing = is_outgoing;
 	conn->state = LAYER_CONN_CONNECTING;
+	util_dlist_init(&conn->peer_link);
 	util_dlist_init(&conn->pending_tx);
 	util_dlist_init(&conn->inflight_tx);
 	util_dlist_init(&conn->rndv_tx);
@@ -105,73 +33,6 @@ static struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing
 	util_dlist_init(&conn->fenced_tx);
 	util_dlist_insert_tail(&conn->link, &ep->conns);
 	return conn;
-}
-
-int layer_conn_listen(struct layer_ep *ep)
-{
-	size_t addrlen = sizeof(ep->addr);
-	uint8_t raw[sizeof(struct sockaddr_in6)];
-	int ret;
-
-	ret = fi_passive_ep(ep->domain->fabric->core_fabric, ep->core_info, &ep->core_pep, ep);
-	if (ret)
-		return ret;
-	ret = fi_pep_bind(ep->core_pep, &ep->core_eq->fid, 0);
-	if (ret)
-		goto err_close_pep;
-	ret = fi_listen(ep->core_pep);
-	if (ret)
-		goto err_close_pep;
-	ret = fi_getname(&ep->core_pep->fid, raw, &addrlen);
-	if (ret)
-		goto err_close_pep;
-	ret = layer_av_normalize(ep->domain->addr_format, raw, addrlen, ep->addr);
-	if (ret)
-		goto err_close_pep;
-	ep->addrlen = ep->domain->addrlen;
-	return 0;
-
-err_close_pep:
-	fi_close(&ep->core_pep->fid);
-	ep->core_pep = NULL;
-	return ret;
-}
-
-static int layer_conn_connect(struct layer_ep *ep, size_t index, const void *addr,
-			      struct layer_conn **conn_out)
-{
-	struct layer_hello hello = {
-		.magic = LAYER_HELLO_MAGIC,
-		.version = LAYER_PROTO_VERSION,
-		.addrlen = (uint8_t) ep->addrlen,
-	};
-	struct layer_conn *conn;
-	int ret;
-
-	conn = layer_conn_alloc(ep, true);
-	if (!conn)
-		return -FI_ENOMEM;
-	conn->peer_index = index;
-	memcpy(conn->peer_addr, addr, ep->addrlen);
-	memcpy(hello.addr, ep->addr, ep->addrlen);
-
-	ret = layer_conn_setup_core(ep, conn, ep->core_info);
-	if (ret)
-		goto err_free_conn;
-	ret = fi_connect(conn->core_ep, addr, &hello, sizeof(hello));
-	if (ret) {
-		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connect failed: %s\n", fi_strerror(-ret));
-		fi_close(&conn->core_ep->fid);
-		conn->core_ep = NULL;
-		layer_conn_release_bufs(conn);
-		goto err_free_conn;
-	}
-	*conn_out = conn;
-	return 0;
-
-err_free_conn:
-	layer_conn_free(conn);
-	return ret;
 }
 
 static int layer_conn_grow_out(struct layer_ep *ep, size_t index)
@@ -211,7 +72,7 @@ int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 		layer_conn_fail(cur, FI_EADDRNOTAVAIL);
 		ep->out_conns[index] = NULL;
 	}
-	ret = layer_conn_connect(ep, index, addr, &cur);
+	ret = ep->core->connect(ep, index, addr, &cur);
 	if (ret)
 		return ret;
 	ep->out_conns[index] = cur;
@@ -219,40 +80,12 @@ int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 	return 0;
 }
 
-static void layer_conn_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry *entry,
-				      size_t len)
+void layer_conn_connected(struct layer_conn *conn)
 {
-	const struct layer_hello *hello = (const struct layer_hello *) entry->data;
-	struct layer_conn *conn;
-	int ret;
-
-	if (len < sizeof(*entry) + sizeof(*hello) || hello->magic != LAYER_HELLO_MAGIC ||
-	    hello->version != LAYER_PROTO_VERSION || hello->addrlen != ep->addrlen) {
-		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "rejecting malformed connection request\n");
-		fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
-		goto out;
-	}
-	conn = layer_conn_alloc(ep, false);
-	if (!conn) {
-		fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
-		goto out;
-	}
-	memcpy(conn->peer_addr, hello->addr, ep->addrlen);
-	ret = layer_conn_setup_core(ep, conn, entry->info);
-	if (!ret)
-		ret = fi_accept(conn->core_ep, NULL, 0);
-	if (ret) {
-		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "accept failed: %s\n", fi_strerror(-ret));
-		if (conn->core_ep) {
-			fi_close(&conn->core_ep->fid);
-			conn->core_ep = NULL;
-		} else {
-			fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
-		}
-		layer_conn_free(conn);
-	}
-out:
-	fi_freeinfo(entry->info);
+	if (conn->state != LAYER_CONN_CONNECTING)
+		return;
+	conn->state = LAYER_CONN_CONNECTED;
+	layer_proto_flush_pending(conn);
 }
 
 void layer_conn_fail(struct layer_conn *conn, int err)
@@ -268,14 +101,11 @@ void layer_conn_fail(struct layer_conn *conn, int err)
 	    ep->out_conns[conn->peer_index] == conn)
 		ep->out_conns[conn->peer_index] = NULL;
 	/*
-	 * Closing the core endpoint makes the core flush or drop what it holds. Flushed
-	 * completions may already sit in the core CQ: layer_conn_reap drains it before it
+	 * MSG: closing the core endpoint makes the core flush or drop what it holds. Flushed
+	 * completions may already sit in the core CQ: progress drains it before layer_conn_reap
 	 * completes the rest, so everything completes exactly once.
 	 */
-	if (conn->core_ep) {
-		fi_close(&conn->core_ep->fid);
-		conn->core_ep = NULL;
-	}
+	ep->core->conn_closing(conn);
 	util_dlist_remove(&conn->link);
 	util_dlist_insert_tail(&conn->link, &ep->closed_conns);
 }
@@ -286,6 +116,16 @@ static void layer_conn_fail_list(struct layer_ep *ep, struct util_dlist *list, i
 
 	while ((item = util_dlist_pop_front(list)))
 		layer_proto_complete_tx(ep, container_of(item, struct layer_tx, link), err);
+}
+
+/* Returns the buffers posted on a connection whose core endpoint is closed to the pool. */
+static void layer_conn_release_bufs(struct layer_conn *conn)
+{
+	struct util_dlist *item;
+
+	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
+		util_bufpool_put(&conn->ep->buf_pool,
+				 container_of(item, struct layer_rx_buf, link));
 }
 
 /*
@@ -313,116 +153,91 @@ static void layer_conn_orphan_unexpected(struct layer_ep *ep, struct layer_conn 
 	}
 }
 
-void layer_conn_reap(struct layer_ep *ep)
+/*
+ * Completes what a closed connection holds and the core will not complete any more: true
+ * when nothing is left and conn may be freed. Over a shared core endpoint, sends and reads
+ * in flight still complete through the core (a send that completes on a closed connection
+ * is reported with its own result, a rendezvous send with the connection's error); the
+ * connection then waits on ep->draining_conns, and this runs again for it.
+ */
+static bool layer_conn_reap_one(struct layer_ep *ep, struct layer_conn *conn)
 {
-	struct util_dlist *item;
-	struct layer_conn *conn;
+	bool has_shared_ep = ep->core->has_shared_ep;
+	struct util_dlist *item, *tmp;
 	struct layer_rx *rx;
 
-	while ((item = util_dlist_pop_front(&ep->closed_conns))) {
-		conn = container_of(item, struct layer_conn, link);
-		layer_conn_fail_list(ep, &conn->fenced_tx, conn->fail_err);
-		layer_conn_fail_list(ep, &conn->pending_tx, conn->fail_err);
+	layer_conn_fail_list(ep, &conn->fenced_tx, conn->fail_err);
+	layer_conn_fail_list(ep, &conn->pending_tx, conn->fail_err);
+	if (!has_shared_ep)
 		layer_conn_fail_list(ep, &conn->inflight_tx, conn->fail_err);
-		layer_conn_fail_list(ep, &conn->rndv_tx, conn->fail_err);
-		while ((item = util_dlist_pop_front(&conn->reading_rx))) {
-			rx = container_of(item, struct layer_rx, link);
-			rx->reads_left = 0;
-			layer_rndv_read_done(ep, rx, conn->fail_err);
-		}
-		layer_conn_release_bufs(conn);
-		layer_conn_orphan_unexpected(ep, conn);
-		layer_tagged_orphan(ep, conn);
-		free(conn);
-	}
-}
-
-static void layer_conn_handle_error(struct layer_ep *ep)
-{
-	struct fi_eq_err_entry err = { 0 };
-	struct layer_conn *conn;
-
-	if (fi_eq_readerr(ep->core_eq, &err, 0) != sizeof(err))
-		return;
-	if (!err.fid || err.fid == &ep->core_pep->fid) {
-		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "listener error: %s\n",
-			fi_strerror(err.err));
-		return;
-	}
-	conn = err.fid->context;
-	FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connection failed: %s\n", fi_strerror(err.err));
-	layer_conn_fail(conn, err.err ? err.err : FI_ECONNABORTED);
-
-}
-
-void layer_conn_progress_events(struct layer_ep *ep)
-{
-	struct {
-		struct fi_eq_cm_entry entry;
-		uint8_t data[256];
-	} ev;
-	struct layer_conn *conn;
-	uint32_t event;
-	ssize_t ret;
-
-	for (;;) {
-		ret = fi_eq_read(ep->core_eq, &event, &ev, sizeof(ev), 0);
-		if (ret == -FI_EAVAIL) {
-			layer_conn_handle_error(ep);
+	layer_conn_fail_list(ep, &conn->rndv_tx, conn->fail_err);
+	util_dlist_foreach_safe(&conn->reading_rx, item, tmp) {
+		rx = container_of(item, struct layer_rx, link);
+		if (has_shared_ep && rx->reads_left) {
+			/* No more reads; it ends when those in flight have. */
+			if (!rx->read_err)
+				rx->read_err = conn->fail_err;
 			continue;
 		}
-		if (ret < 0)
-			return;
-		switch (event) {
-		case FI_CONNREQ:
-			layer_conn_handle_connreq(ep, &ev.entry, (size_t) ret);
-			break;
-		case FI_CONNECTED:
-			conn = ev.entry.fid->context;
-			if (conn->state != LAYER_CONN_CONNECTING)
-				break;
-			conn->state = LAYER_CONN_CONNECTED;
-			layer_proto_flush_pending(conn);
-			break;
-		case FI_SHUTDOWN:
-			conn = ev.entry.fid->context;
-			layer_conn_fail(conn, FI_ECONNRESET);
-			break;
-		default:
-			FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "unexpected core event %u\n", event);
-			break;
-		}
+		rx->reads_left = 0;
+		layer_rndv_read_done(ep, rx, conn->fail_err);
+	}
+	layer_conn_release_bufs(conn);
+	layer_conn_orphan_unexpected(ep, conn);
+	layer_tagged_orphan(ep, conn);
+	return util_dlist_empty(&conn->inflight_tx) && util_dlist_empty(&conn->reading_rx);
+}
+
+void layer_conn_reap(struct layer_ep *ep)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_conn *conn;
+
+	while ((item = util_dlist_pop_front(&ep->closed_conns))) {
+		conn = container_of(item, struct layer_conn, link);
+		if (layer_conn_reap_one(ep, conn))
+			free(conn);
+		else
+			util_dlist_insert_tail(&conn->link, &ep->draining_conns);
+	}
+	util_dlist_foreach_safe(&ep->draining_conns, item, tmp) {
+		conn = container_of(item, struct layer_conn, link);
+		if (!layer_conn_reap_one(ep, conn))
+			continue;
+		util_dlist_remove(&conn->link);
+		free(conn);
 	}
 }
 
-void layer_conn_close_all(struct layer_ep *ep)
+/* Closing the core endpoint discards its outstanding operations: no completions. */
+static void layer_conn_free_list(struct layer_ep *ep, struct util_dlist *list)
 {
-	struct util_dlist *item;
+	struct util_dlist *item, *tx_item;
 	struct layer_conn *conn;
+	struct util_dlist *tx_lists[4];
+	size_t i;
 
-	while ((item = util_dlist_pop_front(&ep->conns))) {
+	while ((item = util_dlist_pop_front(list))) {
 		conn = container_of(item, struct layer_conn, link);
-		if (conn->core_ep) {
-			fi_close(&conn->core_ep->fid);
-			conn->core_ep = NULL;
+		tx_lists[0] = &conn->fenced_tx;
+		tx_lists[1] = &conn->pending_tx;
+		tx_lists[2] = &conn->inflight_tx;
+		tx_lists[3] = &conn->rndv_tx;
+		for (i = 0; i < UTIL_ARRAY_SIZE(tx_lists); i++) {
+			while ((tx_item = util_dlist_pop_front(tx_lists[i])))
+				layer_proto_free_tx(ep, container_of(tx_item, struct layer_tx,
+								     link));
 		}
-		/* Closing an endpoint discards its outstanding operations: no completions. */
-		util_dlist_insert_tail(&conn->link, &ep->closed_conns);
-		conn->state = LAYER_CONN_CLOSED;
-	}
-	while ((item = util_dlist_pop_front(&ep->closed_conns))) {
-		conn = container_of(item, struct layer_conn, link);
-		while ((item = util_dlist_pop_front(&conn->fenced_tx)))
-			layer_proto_free_tx(ep, container_of(item, struct layer_tx, link));
-		while ((item = util_dlist_pop_front(&conn->pending_tx)))
-			layer_proto_free_tx(ep, container_of(item, struct layer_tx, link));
-		while ((item = util_dlist_pop_front(&conn->inflight_tx)))
-			layer_proto_free_tx(ep, container_of(item, struct layer_tx, link));
-		while ((item = util_dlist_pop_front(&conn->rndv_tx)))
-			layer_proto_free_tx(ep, container_of(item, struct layer_tx, link));
 		layer_conn_release_bufs(conn);
 		free(conn);
 	}
+}
+
+void layer_conn_free_all(struct layer_ep *ep)
+{
+	layer_conn_free_list(ep, &ep->conns);
+	layer_conn_free_list(ep, &ep->closed_conns);
+	layer_conn_free_list(ep, &ep->draining_conns);
 	free(ep->out_conns);
 	ep->out_conns = NULL;
 	ep->out_conns_cnt = 0;

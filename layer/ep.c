@@ -1,6 +1,7 @@
 /*
  * Reliable-datagram endpoint: lifecycle, bindings, options and progress. The data calls are
- * in msg.c, the protocol in proto*.c, connections in conn.c.
+ * in msg.c and tagged.c, the protocol in proto*.c, connections in conn.c, and what depends on
+ * the core's kind in conn_msg.c and conn_rdm.c (struct layer_core_ops, chosen here at open).
  */
 #include "config.h"
 
@@ -24,7 +25,8 @@ static void layer_ep_progress_pending(struct layer_ep *ep)
 	ep->has_pending = false;
 	util_dlist_foreach(&ep->conns, item) {
 		conn = container_of(item, struct layer_conn, link);
-		if (conn->state != LAYER_CONN_CONNECTED)
+		/* A connecting one may have its HELLO to send (RDM core). */
+		if (conn->state == LAYER_CONN_CLOSED)
 			continue;
 		layer_proto_flush_pending(conn);
 		util_dlist_foreach(&conn->reading_rx, rx_item) {
@@ -51,59 +53,34 @@ static void layer_ep_progress_pending(struct layer_ep *ep)
 	}
 }
 
-static void layer_ep_progress_cq(struct layer_ep *ep)
-{
-	struct fi_cq_msg_entry comp[64];
-	struct fi_cq_err_entry err;
-	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
-	ssize_t ret, i;
-
-	for (;;) {
-		ret = fi_cq_read(ep->core_cq, comp, batch);
-		if (ret == -FI_EAVAIL) {
-			memset(&err, 0, sizeof(err));
-			if (fi_cq_readerr(ep->core_cq, &err, 0) == 1)
-				layer_proto_handle_error(ep, &err);
-			continue;
-		}
-		if (ret <= 0)
-			return;
-		for (i = 0; i < ret; i++)
-			layer_proto_handle_comp(ep, &comp[i]);
-		if ((size_t) ret < batch)
-			return;
-	}
-}
-
 void layer_ep_progress(struct layer_ep *ep)
 {
 	util_lock_acquire(&ep->lock);
 	if (ep->is_enabled) {
-		layer_conn_progress_events(ep);
-		layer_ep_progress_cq(ep);
+		ep->core->progress(ep);
 		if (ep->has_pending)
 			layer_ep_progress_pending(ep);
-		if (!util_dlist_empty(&ep->closed_conns)) {
-			/* Flushed completions of closed connections first, then the rest. */
-			layer_ep_progress_cq(ep);
+		/* Flushed completions of closed connections first, then the rest. */
+		if (!util_dlist_empty(&ep->closed_conns))
+			ep->core->progress(ep);
+		if (!util_dlist_empty(&ep->closed_conns) ||
+		    !util_dlist_empty(&ep->draining_conns))
 			layer_conn_reap(ep);
-		}
 	}
 	util_lock_release(&ep->lock);
 }
 
 int layer_ep_trywait(struct layer_ep *ep)
 {
-	struct fid *fids[2] = { &ep->core_cq->fid, &ep->core_eq->fid };
-
+	/* Draining connections wait on core completions, which wake the caller up. */
 	if (ep->has_pending || !util_dlist_empty(&ep->closed_conns))
 		return -FI_EAGAIN;
-	return fi_trywait(ep->domain->fabric->core_fabric, fids, 2);
+	return ep->core->trywait(ep);
 }
 
 static bool layer_rx_src_gone(struct layer_ep *ep, const struct layer_rx *rx)
 {
-	uint8_t addr[sizeof(struct sockaddr_in6)];
+	uint8_t addr[LAYER_ADDR_MAX];
 	size_t index;
 
 	return rx->src_addr != FI_ADDR_UNSPEC &&
@@ -168,12 +145,11 @@ static int layer_ep_close(struct fid *fid)
 		layer_cntr_detach_ep(ep->recv_cntr, ep);
 
 	util_lock_acquire(&ep->lock);
-	layer_conn_close_all(ep);
+	ep->core->close(ep);
+	layer_conn_free_all(ep);
 	while ((item = util_dlist_pop_front(&ep->unexp_msgs)))
 		util_bufpool_put(&ep->buf_pool, container_of(item, struct layer_rx_buf, link));
 	layer_tagged_close(ep);
-	if (ep->core_pep)
-		fi_close(&ep->core_pep->fid);
 	util_lock_release(&ep->lock);
 
 	fi_close(&ep->core_cq->fid);
@@ -319,7 +295,7 @@ static int layer_ep_enable(struct layer_ep *ep)
 		if (ret)
 			return ret;
 	}
-	ret = layer_conn_listen(ep);
+	ret = ep->core->enable(ep);
 	if (ret) {
 		if (ep->key_cnt)
 			layer_av_keys_unref_all(ep->av, ep->keys, ep->key_cnt);
@@ -636,8 +612,12 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	ep->min_multi_recv = 64;
 	ep->buf_size = sizeof(struct layer_hdr) + UTIL_MAX(layer_settings.eager_size,
 							   (size_t) LAYER_INJECT_SIZE);
+	ep->core = domain->core_info->ep_attr->type == FI_EP_RDM ? &layer_core_rdm_ops :
+								   &layer_core_msg_ops;
 	util_dlist_init(&ep->conns);
 	util_dlist_init(&ep->closed_conns);
+	util_dlist_init(&ep->draining_conns);
+	util_dlist_init(&ep->rdm.posted_bufs);
 	util_dlist_init(&ep->posted_rx);
 	util_dlist_init(&ep->unexp_msgs);
 

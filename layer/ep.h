@@ -1,5 +1,12 @@
 /*
- * Reliable-datagram endpoint over a connected (MSG) core.
+ * Reliable-datagram endpoint over a connected (MSG) or a reliable-datagram (RDM) core.
+ *
+ * Everything the protocol keeps per peer hangs off a struct layer_conn: the sends waiting,
+ * in flight and waiting for their ACK, the fenced ones, the rendezvous reads running. What
+ * differs between core kinds is behind struct layer_core_ops, chosen when the endpoint
+ * opens (conn_msg.c, conn_rdm.c); the data path calls the core through layer_core_send and
+ * layer_core_read, which need no kind: a connection names the core endpoint to use and the
+ * peer's address on it (FI_ADDR_UNSPEC on a connected endpoint).
  *
  * Connections are one-way for user data: an endpoint sends a peer's messages on the
  * connection it opened to that peer, and receives on the connections peers opened to it.
@@ -7,12 +14,19 @@
  * simultaneous-connect race altogether (nothing to resolve, nothing lost or duplicated) and
  * makes sending to oneself the ordinary case. Control replies (rendezvous reads and ACKs)
  * travel back on the connection the request came in on.
+ *
+ * MSG core: a connection is a core endpoint of its own; a passive endpoint listens, and the
+ * connection request carries the requester's listening address. RDM core: the endpoint has
+ * one core endpoint and one core AV; a connection is the peer's address in that AV, and
+ * which connection a message came in on follows from the core's source address (FI_SOURCE),
+ * once a HELLO has put the sender into the receiver's core AV (conn_rdm.c).
  */
 #ifndef LAYER_EP_H
 #define LAYER_EP_H
 
 #include <sys/uio.h>
 #include <netinet/in.h>
+#include <rdma/fi_rma.h>
 
 #include "layer/layer.h"
 #include "layer/proto.h"
@@ -21,6 +35,7 @@
 
 struct layer_av;
 struct layer_ep;
+struct layer_rdm_peer;
 
 /* The context of every core operation starts with its kind, so completions dispatch. */
 enum layer_ctx_type {
@@ -36,14 +51,17 @@ enum layer_conn_state {
 };
 
 struct layer_conn {
-	struct util_dlist link;        /* ep->conns or ep->closed_conns */
+	struct util_dlist link;        /* ep->conns, ep->closed_conns or ep->draining_conns */
 	struct layer_ep *ep;
-	struct fid_ep *core_ep;
+	struct fid_ep *core_ep;        /* MSG: the connection's own; RDM: the endpoint's */
+	fi_addr_t core_addr;           /* MSG: FI_ADDR_UNSPEC; RDM: the peer in the core AV */
 	enum layer_conn_state state;
 	int fail_err;                  /* positive errno the connection failed with */
 	bool is_outgoing;              /* opened by this endpoint to send to peer_index */
 	size_t peer_index;             /* outgoing: AV index it serves */
-	uint8_t peer_addr[sizeof(struct sockaddr_in6)]; /* peer's listening address */
+	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
+	struct layer_rdm_peer *rdm_peer; /* RDM: the peer it belongs to, NULL once closed */
+	struct util_dlist peer_link;   /* RDM, outgoing: rdm_peer->out_conns */
 	/* Everything that refers to this connection is on one of its lists, so that a failed
 	 * connection can complete all of it exactly once. */
 	struct util_dlist pending_tx;  /* struct layer_tx not yet accepted by the core */
@@ -84,8 +102,10 @@ struct layer_tx {
 
 struct layer_rx_buf {
 	enum layer_ctx_type type;      /* LAYER_CTX_RX_BUF; first */
-	struct util_dlist link;        /* conn->posted_bufs, then ep->unexp_msgs if unexpected */
-	struct layer_conn *conn;       /* NULL once an unexpected message outlived it */
+	struct util_dlist link;        /* conn->posted_bufs (RDM: ep->rdm.posted_bufs), then
+					* ep->unexp_msgs if unexpected */
+	struct layer_conn *conn;       /* the connection it came on (RDM: set at arrival);
+					* NULL once an unexpected message outlived it */
 	size_t len;                    /* bytes received */
 	fi_addr_t src_addr;            /* resolved at arrival */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
@@ -123,6 +143,55 @@ struct layer_rx {
 	uint32_t seg_cnt;
 };
 
+/*
+ * What differs between core kinds (conn_msg.c, conn_rdm.c). Every entry runs with ep->lock
+ * held except where noted.
+ */
+struct layer_core_ops {
+	/* The core holds operations of every connection on one endpoint: a closed connection's
+	 * sends and reads in flight still complete through the core, so it is freed only once
+	 * they have (MSG: closing the connection's core endpoint drops them). */
+	bool has_shared_ep;
+	/* fi_enable: opens what receives (listener, or the core endpoint); fills ep->addr. */
+	int (*enable)(struct layer_ep *ep);
+	/* Endpoint close: closes the core objects; connections are then freed without
+	 * completions by the caller. */
+	void (*close)(struct layer_ep *ep);
+	/* A new outgoing connection to addr (AV index), connecting or connected. */
+	int (*connect)(struct layer_ep *ep, size_t index, const void *addr,
+		       struct layer_conn **conn);
+	/* Reads core events and completions. */
+	void (*progress)(struct layer_ep *ep);
+	/* fi_trywait on the core's wait objects (no lock held). */
+	int (*trywait)(struct layer_ep *ep);
+	/* Posts a bounce buffer for conn's messages (RDM: the endpoint's; conn unused). */
+	int (*post_buf)(struct layer_ep *ep, struct layer_conn *conn, struct layer_rx_buf *buf);
+	/* The core side of a connection being failed (MSG: closes its core endpoint). */
+	void (*conn_closing)(struct layer_conn *conn);
+	/* A core operation of conn failed with err (tx NULL for a read): fails the connection
+	 * when the error means the peer is lost; the operation itself is completed by the
+	 * caller. */
+	void (*op_failed)(struct layer_conn *conn, const struct layer_tx *tx, int err);
+	/* An ACK came in on conn: completes the send it answers (RDM: on one of the peer's
+	 * outgoing connections). */
+	void (*handle_ack)(struct layer_conn *conn, const struct layer_hdr *hdr);
+};
+
+extern const struct layer_core_ops layer_core_msg_ops;
+extern const struct layer_core_ops layer_core_rdm_ops;
+
+/* RDM core: the endpoint's core objects and its peers (conn_rdm.c). */
+struct layer_rdm {
+	struct fid_ep *core_ep;
+	struct fid_av *core_av;        /* FI_AV_TABLE: peers by core fi_addr */
+	struct layer_rdm_peer *by_addr; /* uthash by address */
+	struct layer_rdm_peer **by_core_addr; /* indexed by core fi_addr */
+	size_t by_core_addr_cnt;
+	struct util_dlist posted_bufs; /* struct layer_rx_buf posted on core_ep */
+	size_t posted_cnt;
+	size_t buf_target;             /* bounce buffers kept posted */
+};
+
 struct layer_ep {
 	struct fid_ep ep_fid;
 	struct layer_domain *domain;
@@ -147,13 +216,16 @@ struct layer_ep {
 	size_t key_cnt;
 
 	/* core objects */
+	const struct layer_core_ops *core; /* per core kind, chosen at open */
 	struct fi_info *core_info;     /* template for the core's endpoints */
 	struct fid_cq *core_cq;
-	struct fid_eq *core_eq;
-	struct fid_pep *core_pep;
+	struct fid_eq *core_eq;        /* MSG: connection events; RDM: unused, in the wait set */
+	struct fid_pep *core_pep;      /* MSG: the listener */
+	struct layer_rdm rdm;          /* RDM: the core endpoint and peers */
 	int core_cq_fd;
 	int core_eq_fd;
-	uint8_t addr[sizeof(struct sockaddr_in6)]; /* listening address (normalised) */
+	uint8_t addr[LAYER_ADDR_MAX];  /* the endpoint's address (normalised): MSG the
+					* listener's, RDM the core endpoint's */
 	size_t addrlen;
 	bool core_has_virt_addr;       /* core RMA addresses are virtual addresses */
 	bool core_has_prov_key;
@@ -162,7 +234,8 @@ struct layer_ep {
 	struct layer_conn **out_conns; /* by AV index: connection to send on */
 	size_t out_conns_cnt;
 	struct util_dlist conns;       /* every live connection */
-	struct util_dlist closed_conns;
+	struct util_dlist closed_conns; /* failed, to be reaped at the end of progress */
+	struct util_dlist draining_conns; /* reaped, their core operations still in flight */
 
 	/* receive side */
 	struct util_dlist posted_rx;   /* struct layer_rx in posting order */
@@ -189,18 +262,19 @@ void layer_ep_progress(struct layer_ep *ep);
 int layer_ep_trywait(struct layer_ep *ep);
 
 /* conn.c (ep->lock held) */
-int layer_conn_listen(struct layer_ep *ep);
+/* A connection on ep's conns list (connecting), with its lists empty; NULL without memory. */
+struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing);
 /* The connection to send to av index/addr on, connecting on first use. */
 int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 		   struct layer_conn **conn);
-void layer_conn_progress_events(struct layer_ep *ep);
 /* Closes a failed connection; what it holds is completed with errors by layer_conn_reap. */
 void layer_conn_fail(struct layer_conn *conn, int err);
 /* Completes what closed connections still hold; called at the end of progress. */
 void layer_conn_reap(struct layer_ep *ep);
-void layer_conn_close_all(struct layer_ep *ep);
-/* Posts a bounce buffer on conn; 0 or -FI_E*. */
-int layer_conn_post_buf(struct layer_conn *conn, struct layer_rx_buf *buf);
+/* Endpoint close, after the core objects: frees every connection without completions. */
+void layer_conn_free_all(struct layer_ep *ep);
+/* Connecting (conn_msg.c: FI_CONNECTED; conn_rdm.c: the peer knows us) is done. */
+void layer_conn_connected(struct layer_conn *conn);
 
 /* proto.c (ep->lock held) */
 /*
@@ -216,6 +290,8 @@ ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t io
 void layer_proto_post_tx(struct layer_conn *conn, struct layer_tx *tx);
 void layer_proto_flush_pending(struct layer_conn *conn);
 void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *comp);
+/* A bounce buffer came in (buf->len, buf->conn set): validates and dispatches it. */
+void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf);
 void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry *err);
 /* Completes tx to the user (err 0 or positive errno) and frees it. */
 void layer_proto_complete_tx(struct layer_ep *ep, struct layer_tx *tx, int err);
@@ -223,6 +299,9 @@ void layer_proto_free_tx(struct layer_ep *ep, struct layer_tx *tx);
 void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx);
 int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
 			  uint64_t msg_id);
+/* A control message with len (<= LAYER_INJECT_SIZE) bytes of data after the header. */
+int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			       uint64_t msg_id, const void *data, size_t len);
 int layer_proto_cancel(struct layer_ep *ep, void *context);
 void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
 			   uint64_t cq_flags, uint64_t data, fi_addr_t src, int err,
@@ -260,7 +339,8 @@ void layer_rndv_start_read(struct layer_ep *ep, struct layer_rx *rx,
 /* Posts the reads rx still needs; false when the core is full (retried by progress). */
 bool layer_rndv_issue_reads(struct layer_ep *ep, struct layer_rx *rx);
 void layer_rndv_read_done(struct layer_ep *ep, struct layer_rx *rx, int err);
-void layer_rndv_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr);
+/* Completes conn's send the ACK answers: false when conn has none of that id. */
+bool layer_rndv_take_ack(struct layer_conn *conn, const struct layer_hdr *hdr);
 void layer_rndv_tx_sent(struct layer_ep *ep, struct layer_tx *tx);
 
 /* Argument checks and completion rules shared by msg.c and tagged.c. */
@@ -284,6 +364,25 @@ static inline size_t layer_iov_total(const struct iovec *iov, size_t count)
 	for (i = 0; i < count; i++)
 		len += iov[i].iov_len;
 	return len;
+}
+
+/* The core calls of the data path, the same for every core kind (see the top). */
+static inline ssize_t layer_core_send(struct layer_conn *conn, struct layer_tx *tx)
+{
+	return fi_sendv(conn->core_ep, tx->iov, NULL, tx->iov_cnt, conn->core_addr, tx);
+}
+
+static inline ssize_t layer_core_read(struct layer_conn *conn, void *buf, size_t len,
+				      uint64_t addr, uint64_t key, void *context)
+{
+	return fi_read(conn->core_ep, buf, len, NULL, conn->core_addr, addr, key, context);
+}
+
+/* Gives buf to the core for the messages of conn (RDM: of any peer). */
+static inline int layer_core_post_buf(struct layer_ep *ep, struct layer_conn *conn,
+				      struct layer_rx_buf *buf)
+{
+	return ep->core->post_buf(ep, conn, buf);
 }
 
 /* FI_COMPLETION when the operation generates a completion (fi_msg(3), fi_cq(3)). */

@@ -1,7 +1,12 @@
 /*
- * fi_getinfo for ofi_layer: every usable MSG core info becomes one FI_EP_RDM info whose
+ * fi_getinfo for ofi_layer: every usable core info becomes one FI_EP_RDM info whose
  * attributes are derived from the core's and from the application's hints. Hints the
  * provider cannot satisfy give no info (libfabric then reports -FI_ENODATA).
+ *
+ * The kind of core endpoint is settled here, per core, and found again the same way when the
+ * domain opens (layer_get_core_info): connected (FI_EP_MSG) endpoints when the core has them,
+ * reliable-datagram (FI_EP_RDM) ones otherwise, and always for the cores listed in
+ * layer_rdm_cores; FI_OFI_LAYER_CORE_EP_TYPE forces one kind.
  */
 #include "config.h"
 
@@ -16,6 +21,13 @@
 
 /* Cores ofi_layer runs over when the application names none. sockets is used if named. */
 static const char *const layer_default_cores[] = { "tcp" };
+
+/*
+ * Cores run over their RDM endpoints even though they may offer MSG ones: net's RDM endpoint
+ * manages its connections itself (its MSG endpoints add nothing), shm has no MSG endpoints.
+ * sockets keeps its MSG endpoints unless FI_OFI_LAYER_CORE_EP_TYPE=rdm.
+ */
+static const char *const layer_rdm_cores[] = { "net", "shm" };
 
 /* Memory registration modes the provider can honour towards the core. */
 #define LAYER_CORE_MR_MODE (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED)
@@ -51,8 +63,49 @@ static int layer_core_name(const char *prov_name, char *core, size_t len)
 	return has_layer ? 0 : -FI_ENODATA;
 }
 
+/*
+ * The core endpoint types to ask core for, in order of preference (types has room for two):
+ * returns how many.
+ */
+static size_t layer_core_ep_types(const char *core, enum fi_ep_type *types)
+{
+	size_t i;
+
+	switch (layer_settings.core_choice) {
+	case LAYER_CORE_MSG:
+		types[0] = FI_EP_MSG;
+		return 1;
+	case LAYER_CORE_RDM:
+		types[0] = FI_EP_RDM;
+		return 1;
+	case LAYER_CORE_AUTO:
+		break;
+	}
+	for (i = 0; i < UTIL_ARRAY_SIZE(layer_rdm_cores); i++) {
+		if (!strcasecmp(core, layer_rdm_cores[i])) {
+			types[0] = FI_EP_RDM;
+			return 1;
+		}
+	}
+	types[0] = FI_EP_MSG;
+	types[1] = FI_EP_RDM;
+	return 2;
+}
+
+/*
+ * What the endpoint needs of the core: RMA reads for rendezvous and, from a reliable-datagram
+ * core, the source of every message it receives.
+ */
+static uint64_t layer_core_caps(enum fi_ep_type type)
+{
+	uint64_t caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV;
+
+	return type == FI_EP_RDM ? caps | FI_SOURCE : caps;
+}
+
 /* Builds the hints for the core's fi_getinfo from the application's hints. */
-static struct fi_info *layer_core_hints(const struct fi_info *hints, const char *core)
+static struct fi_info *layer_core_hints(const struct fi_info *hints, const char *core,
+					enum fi_ep_type type)
 {
 	struct fi_info *core_hints;
 	char name[160];
@@ -61,8 +114,8 @@ static struct fi_info *layer_core_hints(const struct fi_info *hints, const char 
 	if (!core_hints)
 		return NULL;
 
-	core_hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV;
-	core_hints->ep_attr->type = FI_EP_MSG;
+	core_hints->caps = layer_core_caps(type);
+	core_hints->ep_attr->type = type;
 	core_hints->domain_attr->mr_mode = LAYER_CORE_MR_MODE;
 	core_hints->domain_attr->threading = FI_THREAD_SAFE;
 	core_hints->mode = 0;
@@ -153,7 +206,8 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 			return false;
 	}
 	if (da) {
-		if (da->control_progress == FI_PROGRESS_AUTO || da->data_progress == FI_PROGRESS_AUTO)
+		if (da->control_progress == FI_PROGRESS_AUTO ||
+		    da->data_progress == FI_PROGRESS_AUTO)
 			return false;
 		if (da->av_type != FI_AV_UNSPEC && da->av_type != FI_AV_TABLE &&
 		    da->av_type != FI_AV_MAP)
@@ -276,28 +330,76 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	return info;
 }
 
+/* Whether the endpoint can run over a core info (the core may offer more than asked). */
+static bool layer_core_info_ok(const struct fi_info *core)
+{
+	uint64_t caps = layer_core_caps(core->ep_attr->type);
+
+	/* Rendezvous reads need RMA: a core without it cannot carry large messages. */
+	if ((core->caps & caps) != caps)
+		return false;
+	return core->addr_format == FI_SOCKADDR_IN || core->addr_format == FI_SOCKADDR_IN6;
+}
+
+/*
+ * The usable infos of one core, of the first endpoint type (layer_core_ep_types) that has
+ * any: 0 and the list, or -FI_ENODATA (or another error of the core's fi_getinfo).
+ */
+static int layer_core_getinfo(const char *node, const char *service, uint64_t flags,
+			      const struct fi_info *hints, const char *core,
+			      struct fi_info **core_info)
+{
+	struct fi_info *core_hints, *found, *cur, *next, *head, **tail;
+	enum fi_ep_type types[2];
+	size_t i, type_cnt;
+	int ret = -FI_ENODATA;
+
+	type_cnt = layer_core_ep_types(core, types);
+	for (i = 0; i < type_cnt; i++) {
+		core_hints = layer_core_hints(hints, core, types[i]);
+		if (!core_hints)
+			return -FI_ENOMEM;
+		ret = fi_getinfo(LAYER_FI_VERSION, node, service, flags | LAYER_CORE_PROV_ONLY,
+				 core_hints, &found);
+		fi_freeinfo(core_hints);
+		if (ret == -FI_ENODATA)
+			continue;
+		if (ret)
+			return ret;
+
+		head = NULL;
+		tail = &head;
+		for (cur = found; cur; cur = next) {
+			next = cur->next;
+			cur->next = NULL;
+			if (layer_core_info_ok(cur)) {
+				*tail = cur;
+				tail = &cur->next;
+			} else {
+				fi_freeinfo(cur);
+			}
+		}
+		if (head) {
+			*core_info = head;
+			return 0;
+		}
+		ret = -FI_ENODATA;
+	}
+	return ret;
+}
+
 static int layer_getinfo_core(uint32_t version, const char *node, const char *service,
 			      uint64_t flags, const struct fi_info *hints, const char *core,
 			      struct fi_info **head, struct fi_info **tail)
 {
-	struct fi_info *core_hints, *core_info, *cur, *info;
+	struct fi_info *core_info, *cur, *info;
 	int ret;
 
-	core_hints = layer_core_hints(hints, core);
-	if (!core_hints)
-		return -FI_ENOMEM;
-	ret = fi_getinfo(LAYER_FI_VERSION, node, service, flags | LAYER_CORE_PROV_ONLY,
-			 core_hints, &core_info);
-	fi_freeinfo(core_hints);
+	ret = layer_core_getinfo(node, service, flags, hints, core, &core_info);
 	if (ret)
 		return ret;
 
 	for (cur = core_info; cur; cur = cur->next) {
-		/* Rendezvous reads need RMA: a core without it cannot carry large messages. */
-		if ((cur->caps & (FI_RMA | FI_READ)) != (FI_RMA | FI_READ))
-			continue;
-		if (cur->addr_format != FI_SOCKADDR_IN && cur->addr_format != FI_SOCKADDR_IN6)
-			continue;
 		info = layer_info_from_core(version, hints, cur);
 		if (!info) {
 			ret = -FI_ENOMEM;
@@ -311,6 +413,31 @@ static int layer_getinfo_core(uint32_t version, const char *node, const char *se
 	}
 	fi_freeinfo(core_info);
 	return ret;
+}
+
+/*
+ * Without a core in the hints, the ones FI_PROVIDER names with ofi_layer ("net;ofi_layer"):
+ * libfabric filters the answers by FI_PROVIDER but does not pass it down, so a core outside
+ * the defaults would otherwise never be asked. Returns how many infos were added.
+ */
+static size_t layer_getinfo_env_cores(uint32_t version, const char *node, const char *service,
+				      uint64_t flags, const struct fi_info *hints,
+				      struct fi_info **head, struct fi_info **tail)
+{
+	const char *env = getenv("FI_PROVIDER");
+	char buf[256], core[64], *tok, *save = NULL;
+	size_t cnt = 0;
+
+	if (!env || env[0] == '^' || strlen(env) >= sizeof(buf))
+		return 0;
+	strcpy(buf, env);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (layer_core_name(tok, core, sizeof(core)) || !core[0])
+			continue;
+		cnt++;
+		layer_getinfo_core(version, node, service, flags, hints, core, head, tail);
+	}
+	return cnt;
 }
 
 int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
@@ -335,11 +462,14 @@ int layer_getinfo(uint32_t version, const char *node, const char *service, uint6
 		ret = layer_getinfo_core(version, node, service, flags, hints, core, &head,
 					 &tail);
 	} else {
+		ret = 0;
+		if (layer_getinfo_env_cores(version, node, service, flags, hints, &head, &tail))
+			goto out;
 		for (i = 0; i < UTIL_ARRAY_SIZE(layer_default_cores); i++)
 			layer_getinfo_core(version, node, service, flags, hints,
 					   layer_default_cores[i], &head, &tail);
-		ret = 0;
 	}
+out:
 	if (!head) {
 		fi_freeinfo(head);
 		return ret && ret != -FI_ENODATA ? ret : -FI_ENODATA;
@@ -351,19 +481,16 @@ int layer_getinfo(uint32_t version, const char *node, const char *service, uint6
 int layer_get_core_info(uint32_t version, const struct fi_info *layer_info,
 			struct fi_info **core_info)
 {
-	struct fi_info *hints, *found = NULL;
+	struct fi_info *found = NULL;
 	char core[64];
 	int ret;
 
+	(void) version;
 	ret = layer_core_name(layer_info->fabric_attr->prov_name, core, sizeof(core));
 	if (ret || !core[0])
 		strcpy(core, layer_default_cores[0]);
-	hints = layer_core_hints(layer_info, core);
-	if (!hints)
-		return -FI_ENOMEM;
 	/* Keep the source address: the domain's endpoints listen on it. */
-	ret = fi_getinfo(LAYER_FI_VERSION, NULL, NULL, LAYER_CORE_PROV_ONLY, hints, &found);
-	fi_freeinfo(hints);
+	ret = layer_core_getinfo(NULL, NULL, 0, layer_info, core, &found);
 	if (ret)
 		return ret;
 	/* First answer only: the names and address in the hints select it. */

@@ -3,11 +3,14 @@
  */
 #include "config.h"
 
+#include <strings.h>
+
 #include "layer/layer.h"
 
 struct fi_provider *util_prov;
 
 struct layer_settings layer_settings = {
+	.core_choice = LAYER_CORE_AUTO,
 	.eager_size = 16384,
 	.rx_buf_cnt = 64,
 	.tx_size = 1024,
@@ -41,7 +44,8 @@ static const struct layer_param {
 	  "rendezvous, the receiver pulling the data with the core's RMA read (default: 16384)" },
 	{ "rx_buf_cnt", &layer_settings.rx_buf_cnt, 4, 65536,
 	  "Receive buffers posted on each connection a peer opened, each eager_size plus "
-	  "the header (default: 64)" },
+	  "the header; over an RDM core, the endpoint's shared pool posts four times as many "
+	  "(default: 64)" },
 	{ "tx_size", &layer_settings.tx_size, 16, 1 << 20,
 	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
 	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,
@@ -70,9 +74,31 @@ static void layer_read_params(void)
 	}
 }
 
+/* The one string parameter: which kind of core endpoint to run over. */
+static void layer_read_core_choice(void)
+{
+	char *value = NULL;
+
+	fi_param_define(&layer_prov, "core_ep_type", FI_PARAM_STRING, "%s",
+			"Kind of core endpoint to run over: 'msg' (connected endpoints), 'rdm' "
+			"(reliable-datagram endpoints), or 'auto': msg when the core offers it, "
+			"rdm otherwise and for net and shm (default: auto)");
+	if (fi_param_get_str(&layer_prov, "core_ep_type", &value) != FI_SUCCESS || !value)
+		return;
+	if (!strcasecmp(value, "msg"))
+		layer_settings.core_choice = LAYER_CORE_MSG;
+	else if (!strcasecmp(value, "rdm"))
+		layer_settings.core_choice = LAYER_CORE_RDM;
+	else if (strcasecmp(value, "auto"))
+		FI_WARN(&layer_prov, FI_LOG_CORE,
+			"FI_OFI_LAYER_CORE_EP_TYPE=%s is not msg, rdm or auto, keeping auto\n",
+			value);
+}
+
 FI_EXT_INI
 {
 	util_prov = &layer_prov;
 	layer_read_params();
+	layer_read_core_choice();
 	return &layer_prov;
 }

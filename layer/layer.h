@@ -35,10 +35,18 @@
 
 extern struct fi_provider layer_prov;
 
+/* Which kind of core endpoint the provider runs over (FI_OFI_LAYER_CORE_EP_TYPE). */
+enum layer_core_choice {
+	LAYER_CORE_AUTO,      /* MSG when the core has it, else RDM; net and shm: RDM */
+	LAYER_CORE_MSG,       /* connected endpoints only */
+	LAYER_CORE_RDM,       /* reliable-datagram endpoints only */
+};
+
 /* Tunables, read once at provider init from FI_OFI_LAYER_* (see man/fi_layer.7). */
 struct layer_settings {
+	enum layer_core_choice core_choice;
 	size_t eager_size;    /* largest payload sent inline; larger ones use rendezvous */
-	size_t rx_buf_cnt;    /* receive buffers posted per connection */
+	size_t rx_buf_cnt;    /* receive buffers posted per connection (MSG core) */
 	size_t tx_size;       /* default transmit queue depth */
 	size_t rx_size;       /* default receive queue depth */
 	size_t cq_batch;      /* core completions read per progress call */
@@ -59,6 +67,8 @@ extern struct layer_settings layer_settings;
 #define LAYER_INJECT_SIZE 256
 #define LAYER_MAX_MSG_SIZE (1ULL << 32)
 #define LAYER_IOV_LIMIT 4
+/* Largest endpoint address the provider handles (struct sockaddr_in6). */
+#define LAYER_ADDR_MAX 28
 
 /* getinfo.c */
 int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
@@ -84,7 +94,8 @@ struct layer_domain {
 	struct fid_domain domain_fid;
 	struct layer_fabric *fabric;
 	struct fid_domain *core_domain;
-	struct fi_info *core_info;     /* the core MSG info this domain was opened with */
+	struct fi_info *core_info;     /* the core info (FI_EP_MSG or FI_EP_RDM) this domain was
+					* opened with: its ep type chooses the endpoint's variant */
 	enum fi_threading threading;
 	bool is_thread_safe;           /* FI_THREAD_SAFE: objects take their locks */
 	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN or FI_SOCKADDR_IN6 */

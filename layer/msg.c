@@ -41,7 +41,7 @@ ssize_t layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count
 static ssize_t layer_recv_common(struct layer_ep *ep, const struct iovec *iov, size_t count,
 				 fi_addr_t src, uint64_t flags, void *context)
 {
-	uint8_t addr[sizeof(struct sockaddr_in6)];
+	uint8_t addr[LAYER_ADDR_MAX];
 	size_t index;
 	ssize_t ret;
 

@@ -159,19 +159,27 @@ static int layer_proto_core_send(struct layer_conn *conn, struct layer_tx *tx)
 {
 	ssize_t ret;
 
-	ret = fi_sendv(conn->core_ep, tx->iov, NULL, tx->iov_cnt, FI_ADDR_UNSPEC, tx);
+	ret = layer_core_send(conn, tx);
 	if (ret)
 		return (int) ret;
 	util_dlist_insert_tail(&tx->link, &conn->inflight_tx);
 	return 0;
 }
 
+/* Whether tx may go to the core now: conn is connected, or tx is the HELLO that connects it. */
+static inline bool layer_tx_may_go(const struct layer_conn *conn, const struct layer_tx *tx)
+{
+	return conn->state == LAYER_CONN_CONNECTED ||
+	       (conn->state == LAYER_CONN_CONNECTING && tx->hdr.op == LAYER_OP_HELLO);
+}
+
 void layer_proto_post_tx(struct layer_conn *conn, struct layer_tx *tx)
 {
+	bool is_hello = tx->hdr.op == LAYER_OP_HELLO;
 	int ret;
 
 	tx->conn = conn;
-	if (conn->state == LAYER_CONN_CONNECTED && util_dlist_empty(&conn->pending_tx)) {
+	if (layer_tx_may_go(conn, tx) && (is_hello || util_dlist_empty(&conn->pending_tx))) {
 		ret = layer_proto_core_send(conn, tx);
 		if (!ret)
 			return;
@@ -183,7 +191,10 @@ void layer_proto_post_tx(struct layer_conn *conn, struct layer_tx *tx)
 	}
 	/* Connecting, core queue full, or failing: progress retries or fails it. */
 	conn->ep->has_pending = true;
-	util_dlist_insert_tail(&tx->link, &conn->pending_tx);
+	if (is_hello)
+		util_dlist_insert_head(&tx->link, &conn->pending_tx);
+	else
+		util_dlist_insert_tail(&tx->link, &conn->pending_tx);
 }
 
 void layer_proto_flush_pending(struct layer_conn *conn)
@@ -191,8 +202,10 @@ void layer_proto_flush_pending(struct layer_conn *conn)
 	struct layer_tx *tx;
 	int ret;
 
-	while (conn->state == LAYER_CONN_CONNECTED && !util_dlist_empty(&conn->pending_tx)) {
+	while (!util_dlist_empty(&conn->pending_tx)) {
 		tx = container_of(conn->pending_tx.next, struct layer_tx, link);
+		if (!layer_tx_may_go(conn, tx))
+			return;
 		util_dlist_remove(&tx->link);
 		ret = layer_proto_core_send(conn, tx);
 		if (ret == -FI_EAGAIN) {
@@ -211,7 +224,7 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 			 fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
 			 void *context)
 {
-	uint8_t addr[sizeof(struct sockaddr_in6)];
+	uint8_t addr[LAYER_ADDR_MAX];
 	struct layer_conn *conn;
 	struct layer_tx *tx;
 	size_t len, index, i;
@@ -298,12 +311,13 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 	return 0;
 }
 
-/* Sends a control message (no user completion) on conn. */
-int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
-			  uint64_t msg_id)
+int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			       uint64_t msg_id, const void *data, size_t len)
 {
 	struct layer_tx *tx;
 
+	if (len > LAYER_INJECT_SIZE)
+		return -FI_EINVAL;
 	tx = layer_tx_alloc(ep, true);
 	if (!tx)
 		return -FI_ENOMEM;
@@ -314,13 +328,22 @@ int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum lay
 	tx->hdr = (struct layer_hdr) {
 		.version = LAYER_PROTO_VERSION,
 		.op = op,
+		.size = len,
 		.msg_id = msg_id,
 	};
+	if (len)
+		memcpy(tx->inline_data, data, len);
 	tx->iov[0].iov_base = &tx->hdr;
-	tx->iov[0].iov_len = sizeof(tx->hdr);
+	tx->iov[0].iov_len = sizeof(tx->hdr) + len;
 	tx->iov_cnt = 1;
 	layer_proto_post_tx(conn, tx);
 	return 0;
+}
+
+int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			  uint64_t msg_id)
+{
+	return layer_proto_send_ctrl_data(ep, conn, op, msg_id, NULL, 0);
 }
 
 void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
@@ -368,13 +391,10 @@ void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx)
 	util_bufpool_put(&ep->rx_pool, rx);
 }
 
-/* Returns a bounce buffer to its connection, or to the pool when that is gone. */
+/* Returns a bounce buffer to the core, or to the pool when its connection is gone. */
 void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
-	struct layer_conn *conn = buf->conn;
-
-	if (conn && conn->state != LAYER_CONN_CLOSED && conn->core_ep &&
-	    !layer_conn_post_buf(conn, buf))
+	if (!layer_core_post_buf(ep, buf->conn, buf))
 		return;
 	util_bufpool_put(&ep->buf_pool, buf);
 }
@@ -470,7 +490,7 @@ static bool layer_proto_hdr_ok(const struct layer_rx_buf *buf)
 	}
 }
 
-static void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
+void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	struct layer_conn *conn = buf->conn;
@@ -487,7 +507,7 @@ static void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf
 		return;
 	}
 	if (hdr->op == LAYER_OP_ACK) {
-		layer_rndv_handle_ack(conn, hdr);
+		ep->core->handle_ack(conn, hdr);
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}
@@ -516,10 +536,10 @@ void layer_proto_replace_buf(struct layer_ep *ep, struct layer_conn *conn)
 {
 	struct layer_rx_buf *spare;
 
-	if (conn->state == LAYER_CONN_CLOSED || !conn->core_ep)
+	if (conn->state == LAYER_CONN_CLOSED)
 		return;
 	spare = util_bufpool_get(&ep->buf_pool);
-	if (spare && layer_conn_post_buf(conn, spare))
+	if (spare && layer_core_post_buf(ep, conn, spare))
 		util_bufpool_put(&ep->buf_pool, spare);
 }
 
@@ -636,6 +656,7 @@ void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry 
 	enum layer_ctx_type type;
 	struct layer_rx_buf *buf;
 	struct layer_tx *tx;
+	struct layer_rx *rx;
 	int code = err->err ? err->err : FI_EIO;
 
 	if (!err->op_context)
@@ -645,19 +666,21 @@ void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry 
 	case LAYER_CTX_TX:
 		tx = err->op_context;
 		util_dlist_remove(&tx->link);
-		if (tx->conn->state != LAYER_CONN_CLOSED)
-			layer_conn_fail(tx->conn, code);
+		ep->core->op_failed(tx->conn, tx, code);
 		layer_proto_complete_tx(ep, tx, code);
 		break;
 	case LAYER_CTX_RX_BUF:
+		/* A connection's buffer (an RDM core's are handled in conn_rdm.c). */
 		buf = err->op_context;
 		util_dlist_remove(&buf->link);
-		if (code != FI_ECANCELED && buf->conn->state != LAYER_CONN_CLOSED)
+		if (code != FI_ECANCELED && buf->conn && buf->conn->state != LAYER_CONN_CLOSED)
 			layer_conn_fail(buf->conn, code);
 		util_bufpool_put(&ep->buf_pool, buf);
 		break;
 	case LAYER_CTX_READ:
-		layer_rndv_read_done(ep, err->op_context, code);
+		rx = err->op_context;
+		ep->core->op_failed(rx->conn, NULL, code);
+		layer_rndv_read_done(ep, rx, code);
 		break;
 	}
 }

@@ -1,8 +1,10 @@
 /*
- * Wire protocol of ofi_layer over a connected core: every message starts with a fixed,
- * versioned header. Eager messages carry their payload right after it; a rendezvous request
- * (RTS) carries the sender's registered segments, which the receiver reads with the core's
- * RMA read once the message is matched, and acknowledges with an ACK.
+ * Wire protocol of ofi_layer: every message starts with a fixed, versioned header. Eager
+ * messages carry their payload right after it; a rendezvous request (RTS) carries the
+ * sender's registered segments, which the receiver reads with the core's RMA read once the
+ * message is matched, and acknowledges with an ACK. Over an RDM core, the first message to a
+ * peer is a HELLO with the sender's address, answered by HELLO_ACK (conn_rdm.c); over a MSG
+ * core that address travels in the connection request (struct layer_hello).
  */
 #ifndef LAYER_PROTO_H
 #define LAYER_PROTO_H
@@ -14,10 +16,12 @@
 #define LAYER_PROTO_VERSION 1
 
 /* Operations, with their names for logs. */
-#define LAYER_OPS(X)                                          \
-	X(EAGER, "eager")      /* header + payload */         \
-	X(RTS, "rts")          /* rendezvous request */       \
-	X(ACK, "ack")          /* rendezvous data pulled */
+#define LAYER_OPS(X)                                                      \
+	X(EAGER, "eager")         /* header + payload */                  \
+	X(RTS, "rts")             /* rendezvous request */                \
+	X(ACK, "ack")             /* rendezvous data pulled */            \
+	X(HELLO, "hello")         /* RDM core: the sender's address */    \
+	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,

@@ -69,7 +69,7 @@ static struct layer_tx *layer_rndv_find(struct util_dlist *list, uint64_t msg_id
 	return NULL;
 }
 
-void layer_rndv_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr)
+bool layer_rndv_take_ack(struct layer_conn *conn, const struct layer_hdr *hdr)
 {
 	struct layer_tx *tx;
 
@@ -77,22 +77,21 @@ void layer_rndv_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr)
 	if (tx) {
 		util_dlist_remove(&tx->link);
 		layer_proto_complete_tx(conn->ep, tx, 0);
-		return;
+		return true;
 	}
 	/* The ACK may overtake the completion of the RTS send itself. */
 	tx = layer_rndv_find(&conn->inflight_tx, hdr->msg_id);
 	if (tx) {
 		tx->is_acked = true;
-		return;
+		return true;
 	}
-	FI_WARN(&layer_prov, FI_LOG_EP_DATA, "dropping ack for unknown message %lu\n",
-		(unsigned long) hdr->msg_id);
-	conn->ep->dropped_cnt++;
+	return false;
 }
 
 bool layer_rndv_issue_reads(struct layer_ep *ep, struct layer_rx *rx)
 {
 	const struct layer_rts_seg *seg;
+	char *dst;
 	size_t n;
 	ssize_t ret;
 
@@ -110,8 +109,8 @@ bool layer_rndv_issue_reads(struct layer_ep *ep, struct layer_rx *rx)
 		}
 		n = UTIL_MIN(seg->len - rx->seg_off, rx->iov[rx->iov_idx].iov_len - rx->iov_off);
 		n = UTIL_MIN(n, rx->read_len - rx->read_done);
-		ret = fi_read(rx->conn->core_ep, (char *) rx->iov[rx->iov_idx].iov_base + rx->iov_off,
-			      n, NULL, FI_ADDR_UNSPEC, seg->addr + rx->seg_off, seg->key, rx);
+		dst = (char *) rx->iov[rx->iov_idx].iov_base + rx->iov_off;
+		ret = layer_core_read(rx->conn, dst, n, seg->addr + rx->seg_off, seg->key, rx);
 		if (ret == -FI_EAGAIN)
 			return false;
 		if (ret) {

@@ -159,7 +159,7 @@ static ssize_t layer_trecv_common(struct layer_ep *ep, const struct iovec *iov, 
 				  fi_addr_t src, uint64_t tag, uint64_t ignore, uint64_t flags,
 				  void *context)
 {
-	uint8_t addr[sizeof(struct sockaddr_in6)];
+	uint8_t addr[LAYER_ADDR_MAX];
 	size_t index;
 	ssize_t ret;
 

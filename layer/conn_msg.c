@@ -1,0 +1,331 @@
+/*
+ * The endpoint over a connected (MSG) core: a passive endpoint listens for peers, an outgoing
+ * connection is a core endpoint of its own, opened on the first send to a peer, with the
+ * requester's listening address in its connection request; bounce buffers are posted per
+ * connection; a connection that fails or shuts down fails what waits on it.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/ep.h"
+#include "layer/av.h"
+
+/*
+ * Buffers posted on a connection: incoming ones carry the peer's messages; on outgoing ones
+ * only control replies (rendezvous ACKs) arrive, and the core holds what finds no buffer.
+ */
+#define LAYER_CTRL_BUF_CNT 8
+
+static int layer_msg_post_buf_on(struct layer_conn *conn, struct layer_rx_buf *buf)
+{
+	ssize_t ret;
+
+	buf->type = LAYER_CTX_RX_BUF;
+	buf->conn = conn;
+	ret = fi_recv(conn->core_ep, buf->data, conn->ep->buf_size, NULL, FI_ADDR_UNSPEC, buf);
+	if (ret)
+		return (int) ret;
+	util_dlist_insert_tail(&buf->link, &conn->posted_bufs);
+	return 0;
+}
+
+static int layer_msg_post_buf(struct layer_ep *ep, struct layer_conn *conn,
+			      struct layer_rx_buf *buf)
+{
+	if (!conn || conn->state == LAYER_CONN_CLOSED || !conn->core_ep)
+		return -FI_ENOTCONN;
+	return layer_msg_post_buf_on(conn, buf);
+}
+
+static void layer_msg_close_core_ep(struct layer_conn *conn)
+{
+	struct util_dlist *item;
+
+	if (conn->core_ep) {
+		fi_close(&conn->core_ep->fid);
+		conn->core_ep = NULL;
+	}
+	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
+		util_bufpool_put(&conn->ep->buf_pool,
+				 container_of(item, struct layer_rx_buf, link));
+}
+
+static int layer_msg_setup_core(struct layer_ep *ep, struct layer_conn *conn,
+				struct fi_info *info)
+{
+	size_t i, buf_cnt = conn->is_outgoing ? LAYER_CTRL_BUF_CNT : layer_settings.rx_buf_cnt;
+	struct layer_rx_buf *buf;
+	int ret;
+
+	ret = fi_endpoint(ep->domain->core_domain, info, &conn->core_ep, conn);
+	if (ret)
+		return ret;
+	ret = fi_ep_bind(conn->core_ep, &ep->core_eq->fid, 0);
+	if (ret)
+		goto err_close_core_ep;
+	ret = fi_ep_bind(conn->core_ep, &ep->core_cq->fid, FI_TRANSMIT | FI_RECV);
+	if (ret)
+		goto err_close_core_ep;
+	ret = fi_enable(conn->core_ep);
+	if (ret)
+		goto err_close_core_ep;
+
+	for (i = 0; i < buf_cnt; i++) {
+		buf = util_bufpool_get(&ep->buf_pool);
+		if (!buf) {
+			ret = -FI_ENOMEM;
+			goto err_close_core_ep;
+		}
+		ret = layer_msg_post_buf_on(conn, buf);
+		if (ret) {
+			util_bufpool_put(&ep->buf_pool, buf);
+			goto err_close_core_ep;
+		}
+	}
+	return 0;
+
+err_close_core_ep:
+	layer_msg_close_core_ep(conn);
+	return ret;
+}
+
+static int layer_msg_enable(struct layer_ep *ep)
+{
+	size_t addrlen = sizeof(ep->addr);
+	uint8_t raw[LAYER_ADDR_MAX];
+	int ret;
+
+	ret = fi_passive_ep(ep->domain->fabric->core_fabric, ep->core_info, &ep->core_pep, ep);
+	if (ret)
+		return ret;
+	ret = fi_pep_bind(ep->core_pep, &ep->core_eq->fid, 0);
+	if (ret)
+		goto err_close_pep;
+	ret = fi_listen(ep->core_pep);
+	if (ret)
+		goto err_close_pep;
+	ret = fi_getname(&ep->core_pep->fid, raw, &addrlen);
+	if (ret)
+		goto err_close_pep;
+	ret = layer_av_normalize(ep->domain->addr_format, raw, addrlen, ep->addr);
+	if (ret)
+		goto err_close_pep;
+	ep->addrlen = ep->domain->addrlen;
+	return 0;
+
+err_close_pep:
+	fi_close(&ep->core_pep->fid);
+	ep->core_pep = NULL;
+	return ret;
+}
+
+static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr,
+			     struct layer_conn **conn_out)
+{
+	struct layer_hello hello = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.addrlen = (uint8_t) ep->addrlen,
+	};
+	struct layer_conn *conn;
+	int ret;
+
+	conn = layer_conn_alloc(ep, true);
+	if (!conn)
+		return -FI_ENOMEM;
+	conn->peer_index = index;
+	memcpy(conn->peer_addr, addr, ep->addrlen);
+	memcpy(hello.addr, ep->addr, ep->addrlen);
+
+	ret = layer_msg_setup_core(ep, conn, ep->core_info);
+	if (ret)
+		goto err_free_conn;
+	ret = fi_connect(conn->core_ep, addr, &hello, sizeof(hello));
+	if (ret) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connect failed: %s\n", fi_strerror(-ret));
+		layer_msg_close_core_ep(conn);
+		goto err_free_conn;
+	}
+	*conn_out = conn;
+	return 0;
+
+err_free_conn:
+	util_dlist_remove(&conn->link);
+	free(conn);
+	return ret;
+}
+
+static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry *entry,
+				     size_t len)
+{
+	const struct layer_hello *hello = (const struct layer_hello *) entry->data;
+	struct layer_conn *conn;
+	int ret;
+
+	if (len < sizeof(*entry) + sizeof(*hello) || hello->magic != LAYER_HELLO_MAGIC ||
+	    hello->version != LAYER_PROTO_VERSION || hello->addrlen != ep->addrlen) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "rejecting malformed connection request\n");
+		fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
+		goto out;
+	}
+	conn = layer_conn_alloc(ep, false);
+	if (!conn) {
+		fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
+		goto out;
+	}
+	memcpy(conn->peer_addr, hello->addr, ep->addrlen);
+	ret = layer_msg_setup_core(ep, conn, entry->info);
+	if (!ret)
+		ret = fi_accept(conn->core_ep, NULL, 0);
+	if (ret) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "accept failed: %s\n", fi_strerror(-ret));
+		if (conn->core_ep)
+			layer_msg_close_core_ep(conn);
+		else
+			fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
+		util_dlist_remove(&conn->link);
+		free(conn);
+	}
+out:
+	fi_freeinfo(entry->info);
+}
+
+static void layer_msg_handle_eq_error(struct layer_ep *ep)
+{
+	struct fi_eq_err_entry err = { 0 };
+	struct layer_conn *conn;
+
+	if (fi_eq_readerr(ep->core_eq, &err, 0) != sizeof(err))
+		return;
+	if (!err.fid || err.fid == &ep->core_pep->fid) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "listener error: %s\n",
+			fi_strerror(err.err));
+		return;
+	}
+	conn = err.fid->context;
+	FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connection failed: %s\n", fi_strerror(err.err));
+	layer_conn_fail(conn, err.err ? err.err : FI_ECONNABORTED);
+}
+
+static void layer_msg_progress_events(struct layer_ep *ep)
+{
+	struct {
+		struct fi_eq_cm_entry entry;
+		uint8_t data[256];
+	} ev;
+	uint32_t event;
+	ssize_t ret;
+
+	for (;;) {
+		ret = fi_eq_read(ep->core_eq, &event, &ev, sizeof(ev), 0);
+		if (ret == -FI_EAVAIL) {
+			layer_msg_handle_eq_error(ep);
+			continue;
+		}
+		if (ret < 0)
+			return;
+		switch (event) {
+		case FI_CONNREQ:
+			layer_msg_handle_connreq(ep, &ev.entry, (size_t) ret);
+			break;
+		case FI_CONNECTED:
+			layer_conn_connected(ev.entry.fid->context);
+			break;
+		case FI_SHUTDOWN:
+			layer_conn_fail(ev.entry.fid->context, FI_ECONNRESET);
+			break;
+		default:
+			FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "unexpected core event %u\n", event);
+			break;
+		}
+	}
+}
+
+static void layer_msg_progress_cq(struct layer_ep *ep)
+{
+	struct fi_cq_msg_entry comp[64];
+	struct fi_cq_err_entry err;
+	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
+	ssize_t ret, i;
+
+	for (;;) {
+		ret = fi_cq_read(ep->core_cq, comp, batch);
+		if (ret == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			if (fi_cq_readerr(ep->core_cq, &err, 0) == 1)
+				layer_proto_handle_error(ep, &err);
+			continue;
+		}
+		if (ret <= 0)
+			return;
+		for (i = 0; i < ret; i++)
+			layer_proto_handle_comp(ep, &comp[i]);
+		if ((size_t) ret < batch)
+			return;
+	}
+}
+
+static void layer_msg_progress(struct layer_ep *ep)
+{
+	layer_msg_progress_events(ep);
+	layer_msg_progress_cq(ep);
+}
+
+static int layer_msg_trywait(struct layer_ep *ep)
+{
+	struct fid *fids[2] = { &ep->core_cq->fid, &ep->core_eq->fid };
+
+	return fi_trywait(ep->domain->fabric->core_fabric, fids, 2);
+}
+
+static void layer_msg_conn_closing(struct layer_conn *conn)
+{
+	if (conn->core_ep) {
+		fi_close(&conn->core_ep->fid);
+		conn->core_ep = NULL;
+	}
+}
+
+/* A connected core's errors are the connection's: it is closed, its operations fail. */
+static void layer_msg_op_failed(struct layer_conn *conn, const struct layer_tx *tx, int err)
+{
+	if (tx && conn->state != LAYER_CONN_CLOSED)
+		layer_conn_fail(conn, err);
+}
+
+/* ACKs come back on the connection the message went out on. */
+static void layer_msg_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr)
+{
+	if (layer_rndv_take_ack(conn, hdr))
+		return;
+	FI_WARN(&layer_prov, FI_LOG_EP_DATA, "dropping ack for unknown message %lu\n",
+		(unsigned long) hdr->msg_id);
+	conn->ep->dropped_cnt++;
+}
+
+static void layer_msg_close(struct layer_ep *ep)
+{
+	struct util_dlist *item;
+
+	util_dlist_foreach(&ep->conns, item)
+		layer_msg_close_core_ep(container_of(item, struct layer_conn, link));
+	if (ep->core_pep) {
+		fi_close(&ep->core_pep->fid);
+		ep->core_pep = NULL;
+	}
+}
+
+const struct layer_core_ops layer_core_msg_ops = {
+	.has_shared_ep = false,
+	.enable = layer_msg_enable,
+	.close = layer_msg_close,
+	.connect = layer_msg_connect,
+	.progress = layer_msg_progress,
+	.trywait = layer_msg_trywait,
+	.post_buf = layer_msg_post_buf,
+	.conn_closing = layer_msg_conn_closing,
+	.op_failed = layer_msg_op_failed,
+	.handle_ack = layer_msg_handle_ack,
+};
