@@ -101,9 +101,17 @@ struct options {
 	bool csv;
 	bool verbose;
 	bool pin;
-	/* derived from the test list */
+};
+
+/*
+ * What the endpoints of the run being forked must hold. The matching tests run in runs of
+ * their own: they need a receive queue of N and a CQ that holds a round, which the latency
+ * and bandwidth tests should not pay for.
+ */
+struct run_cfg {
+	bool matching;	  /* the matching tests, or the latency and bandwidth ones */
+	size_t max_count; /* receives posted at once: the largest N, 0 outside matching */
 	size_t buf_size;  /* each side's send and receive buffer */
-	size_t max_count; /* the largest N, 0 without matching tests */
 };
 
 /* Records from a client to the main process: one write() each, atomic on a pipe. */
@@ -161,9 +169,11 @@ struct fab {
 extern struct options opt;
 extern struct test tests[MAX_TESTS];
 extern int ntests;
+extern struct run_cfg bench_run;
 extern int bench_cpus[2];     /* client's and server's CPU, -1: not pinned */
 extern int bench_repeat;      /* the repeat being run, as the children see it */
 extern bool bench_yield_idle; /* one CPU for both processes: an idle poller hands it over */
+/* Not in this run, or failed in an earlier repeat: both children leave it out. */
 bool test_skipped(int prov, int test);
 
 /* bench_fab.c */

@@ -172,7 +172,7 @@ static bool is_ip_format(uint32_t addr_format)
 static int fab_choose_info(struct fab *f)
 {
 	/* the matching tests post N receives at once, and the unexpected one a signal too */
-	size_t rx_want = opt.max_count ? opt.max_count + 1 : 0;
+	size_t rx_want = bench_run.max_count ? bench_run.max_count + 1 : 0;
 	int ret = -FI_ENODATA;
 
 	/*
@@ -349,7 +349,7 @@ int fab_open(struct fab *f, size_t buf_size)
 	cq_attr.format = FI_CQ_FORMAT_TAGGED;
 	cq_attr.wait_obj = FI_WAIT_NONE;
 	/* never more than 2 windows + 2 outstanding, or one round of a matching test */
-	cq_attr.size = 4 * opt.window + 64 + opt.max_count;
+	cq_attr.size = 4 * opt.window + 64 + bench_run.max_count;
 	ret = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
 	if (ret) {
 		fab_err(f, "fi_cq_open", ret);
@@ -363,7 +363,7 @@ int fab_open(struct fab *f, size_t buf_size)
 	 * Contexts stay valid until their completion, as FI_CONTEXT requires: a window of them
 	 * for the bandwidth test, one per message of a round for the matching tests.
 	 */
-	f->nctx = opt.window > opt.max_count + 1 ? opt.window : opt.max_count + 1;
+	f->nctx = opt.window > bench_run.max_count + 1 ? opt.window : bench_run.max_count + 1;
 	f->tx_ctx = calloc(f->nctx, sizeof(*f->tx_ctx));
 	f->rx_ctx = calloc(f->nctx, sizeof(*f->rx_ctx));
 	f->buf_size = buf_size;

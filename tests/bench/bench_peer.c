@@ -61,7 +61,7 @@ static int server_main(int prov, int rfd, int wfd)
 
 	/* outlive the client's alarm a little, so a hang is reported by the client */
 	alarm(opt.timeout + 5);
-	ret = fab_open(&f, opt.buf_size);
+	ret = fab_open(&f, bench_run.buf_size);
 	ret = fab_send_hdr(&f, wfd, ret);
 	if (!ret)
 		ret = fab_recv_hdr(&f, rfd);
@@ -173,7 +173,7 @@ int client_main(int prov, int res_fd)
 	f.rfd = s2c[0];
 	f.wfd = c2s[1];
 
-	ret = fab_open(&f, opt.buf_size);
+	ret = fab_open(&f, bench_run.buf_size);
 	if (ret == -FI_ENODATA)
 		send_record(res_fd, REC_UNAVAIL, -1, 0);
 	ret = fab_send_hdr(&f, c2s[1], ret);
@@ -182,8 +182,9 @@ int client_main(int prov, int res_fd)
 	if (!ret)
 		ret = fab_connect(&f);
 	if (!ret && bench_repeat == 0) {
-		/* "udp" silently becomes "udp;ofi_rxd": say what the column measures */
-		if (strcasecmp(f.info->fabric_attr->prov_name, f.core))
+		/* "udp" silently becomes "udp;ofi_rxd": say what the column measures, once */
+		if (strcasecmp(f.info->fabric_attr->prov_name, f.core) &&
+		    (!bench_run.matching || (!opt.run_msg && !opt.run_tagged)))
 			fprintf(stderr, "%s: note: \"%s\" runs as \"%s\"\n", BENCH_NAME, f.prov,
 				f.info->fabric_attr->prov_name);
 		if (opt.verbose)

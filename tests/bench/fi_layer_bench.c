@@ -48,6 +48,7 @@ struct cell {
 struct options opt;
 struct test tests[MAX_TESTS];
 int ntests;
+struct run_cfg bench_run;
 int bench_cpus[2] = {-1, -1};
 int bench_repeat;
 bool bench_yield_idle;
@@ -67,10 +68,15 @@ static size_t clamp_size(size_t v, size_t lo, size_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* Failed in an earlier repeat (or found impossible): both children leave it out. */
+static bool is_match_kind(enum test_kind kind)
+{
+	return kind == KIND_MATCH || kind == KIND_UNEXP;
+}
+
 bool test_skipped(int prov, int test)
 {
-	return cells[prov][test].state != CELL_PENDING;
+	return cells[prov][test].state != CELL_PENDING ||
+	       is_match_kind(tests[test].kind) != bench_run.matching;
 }
 
 /* ---------------------------------------------------------------- the main process */
@@ -99,11 +105,6 @@ static const char *test_name(const struct test *t)
 		return "tag_unexp_kmps";
 	}
 	return "?";
-}
-
-static bool is_match_kind(enum test_kind kind)
-{
-	return kind == KIND_MATCH || kind == KIND_UNEXP;
 }
 
 static void format_size(size_t size, bool human, char *buf, size_t len)
@@ -740,20 +741,32 @@ static void build_tests(void)
 	for (int k = 0; opt.run_match && k < 2; k++)
 		for (size_t i = 0; i < ncounts; i++)
 			add_match_test(k ? KIND_UNEXP : KIND_MATCH, counts[i]);
+}
 
+/* Sets up bench_run for the runs of one kind; false when no test is of that kind. */
+static bool set_run(bool matching)
+{
+	bool any = false;
+
+	bench_run.matching = matching;
+	bench_run.max_count = 0;
 	/* one buffer each way holds the largest message, or a round's messages and a signal */
-	opt.buf_size = ACK_SIZE;
+	bench_run.buf_size = ACK_SIZE;
 	for (int i = 0; i < ntests; i++) {
 		size_t need = tests[i].size;
 
-		if (is_match_kind(tests[i].kind)) {
+		if (is_match_kind(tests[i].kind) != matching)
+			continue;
+		any = true;
+		if (matching) {
 			need = (tests[i].count + 1) * MATCH_MSG_SIZE;
-			if (tests[i].count > opt.max_count)
-				opt.max_count = tests[i].count;
+			if (tests[i].count > bench_run.max_count)
+				bench_run.max_count = tests[i].count;
 		}
-		if (need > opt.buf_size)
-			opt.buf_size = need;
+		if (need > bench_run.buf_size)
+			bench_run.buf_size = need;
 	}
+	return any;
 }
 
 /* The first two CPUs we may run on; with fewer, nobody is pinned. */
@@ -789,12 +802,19 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1))
 		perror(BENCH_NAME ": PR_SET_CHILD_SUBREAPER");
 
-	/* providers alternate within every repeat, so slow drifts hit all of them alike */
+	/*
+	 * Providers alternate within every repeat, so slow drifts hit all of them alike. The
+	 * matching tests get runs of their own, with endpoints sized for them.
+	 */
 	for (int r = 0; r < opt.repeats; r++) {
 		bench_repeat = r;
-		for (int p = 0; p < opt.nprovs; p++)
-			if (!prov_unavail[p] && !prov_failed[p])
-				run_once(p, r);
+		for (int matching = 0; matching < 2; matching++) {
+			if (!set_run(matching))
+				continue;
+			for (int p = 0; p < opt.nprovs; p++)
+				if (!prov_unavail[p] && !prov_failed[p])
+					run_once(p, r);
+		}
 	}
 
 	print_table();
