@@ -14,6 +14,7 @@
 #include <rdma/fi_collective.h>
 
 #include "layer/av.h"
+#include "rdma/fi_ext_layer.h"
 #include "util/av_set.h"
 
 /* Top byte of every collective address; AV fi_addrs must keep it clear (see av.c). */
@@ -21,23 +22,6 @@
 #define LAYER_AV_SET_ADDR_SHIFT 56
 /* Longest communication key stored with a set. */
 #define LAYER_AV_SET_COMM_KEY_MAX 256
-
-/*
- * Public extension, for applications (to move into include/rdma/fi_ext_layer.h): the
- * members of an AV set in order, and its communication key, through
- *	fi_open_ops(&set->fid, FI_LAYER_AV_SET_OPS, 0, (void **) &ops, NULL)
- * Both calls follow fi_av_lookup's buffer convention: *count (*key_size) in is the room in
- * the buffer, out the full size; 0 when everything fitted, -FI_ETOOSMALL when the buffer held
- * only the first part (a size query passes 0 and may pass NULL), -FI_EINVAL for a NULL
- * count or size, or a set that is not ofi_layer's.
- */
-#define FI_LAYER_AV_SET_OPS "ofi_layer_av_set"
-
-struct fi_layer_av_set_ops {
-	size_t size;
-	int (*members)(struct fid_av_set *set, fi_addr_t *addrs, size_t *count);
-	int (*comm_key)(struct fid_av_set *set, void *key, size_t *key_size);
-};
 
 struct layer_av_set {
 	struct fid_av_set av_set_fid;

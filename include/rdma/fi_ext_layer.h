@@ -151,6 +151,25 @@ struct fi_layer_av_ops {
 			       size_t count, fi_addr_t *fi_addr);
 };
 
+/*
+ * The members of an ofi_layer AV set in order, and its communication key (fi_av_set(3) has
+ * no call to read them):
+ *	struct fi_layer_av_set_ops *ops;
+ *	fi_open_ops(&set->fid, FI_LAYER_AV_SET_OPS, 0, (void **) &ops, NULL);
+ *	ops->members(set, addrs, &count);
+ * Both calls follow fi_av_lookup's buffer convention: *count (*key_size) is the room in the
+ * buffer on input and the full size on output; they return 0 when everything fitted,
+ * -FI_ETOOSMALL when the buffer held only the first part (a size query passes 0 and may pass
+ * NULL), -FI_EINVAL for a NULL count or size, or a set that is not ofi_layer's.
+ */
+#define FI_LAYER_AV_SET_OPS "ofi_layer_av_set"
+
+struct fi_layer_av_set_ops {
+	size_t size;
+	int (*members)(struct fid_av_set *set, fi_addr_t *addrs, size_t *count);
+	int (*comm_key)(struct fid_av_set *set, void *key, size_t *key_size);
+};
+
 #ifdef __cplusplus
 }
 #endif

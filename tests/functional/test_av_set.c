@@ -10,6 +10,7 @@
  * the program skips. Calls with NULL pointers run in a forked child (lt_guarded).
  */
 #include "common.h"
+#include "rdma/fi_ext_layer.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -34,14 +35,6 @@
 #define THREADS 4
 #define THREAD_ADDRS 256
 #define THREAD_ITERS 3000
-
-/* The extension as fi_layer(7) documents it. */
-#define FI_LAYER_AV_SET_OPS "ofi_layer_av_set"
-struct fi_layer_av_set_ops {
-	size_t size;
-	int (*members)(struct fid_av_set *set, fi_addr_t *addrs, size_t *count);
-	int (*comm_key)(struct fid_av_set *set, void *key, size_t *key_size);
-};
 
 struct ctx {
 	struct lt_dom dom;
