@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -196,6 +197,31 @@ const char *lt_prov(void)
 bool lt_is_layer(void)
 {
 	return strstr(lt_prov(), "ofi_layer") != NULL;
+}
+
+const char *lt_core_name(void)
+{
+	static char buf[64];
+	const char *p = lt_prov(), *semi = strchr(p, ';');
+
+	if (!semi)
+		return p;
+	if (!strncmp(p, "ofi_layer;", 10))
+		return semi + 1;
+	snprintf(buf, sizeof(buf), "%.*s", (int) (semi - p), p);
+	return buf;
+}
+
+bool lt_core_is_msg(void)
+{
+	const char *choice = getenv("FI_OFI_LAYER_CORE_EP_TYPE");
+	const char *core = lt_core_name();
+
+	if (choice && !strcasecmp(choice, "msg"))
+		return true;
+	if (choice && !strcasecmp(choice, "rdm"))
+		return false;
+	return strcasecmp(core, "net") && strcasecmp(core, "shm");
 }
 
 const char *lt_prov_reversed(void)

@@ -65,6 +65,14 @@ void lt_sleep_ms(unsigned ms);
 const char *lt_prov(void);
 /* True when the provider under test is ofi_layer (for checks of its own promises). */
 bool lt_is_layer(void);
+/*
+ * True when ofi_layer runs over a connected (MSG) core for the provider under test (tcp, and
+ * sockets unless FI_OFI_LAYER_CORE_EP_TYPE=rdm), false over a reliable-datagram core (net,
+ * shm, or any core with FI_OFI_LAYER_CORE_EP_TYPE=rdm): the rules of fi_layer(7).
+ */
+bool lt_core_is_msg(void);
+/* The core's name in the provider under test ("tcp" for "tcp;ofi_layer"). */
+const char *lt_core_name(void);
 /* The same two names in the other order ("ofi_layer;tcp"). */
 const char *lt_prov_reversed(void);
 /*

@@ -34,8 +34,8 @@ func_tests += tests/functional/test_av_set
 tests_functional_test_av_set_SOURCES = tests/functional/test_av_set.c $(func_common)
 tests_functional_test_av_set_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_malformed
-tests_functional_test_malformed_SOURCES = tests/functional/test_malformed.c
-tests_functional_test_malformed_LDADD = $(FABRIC_LIBS)
+tests_functional_test_malformed_SOURCES = tests/functional/test_malformed.c $(func_common)
+tests_functional_test_malformed_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_msg
 tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
 tests_functional_test_msg_LDADD = $(func_ldadd)
@@ -63,3 +63,7 @@ tests_functional_test_tagged_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_tagged_threads
 tests_functional_test_tagged_threads_SOURCES = tests/functional/test_tagged_threads.c $(func_common)
 tests_functional_test_tagged_threads_LDADD = $(func_ldadd)
+
+# The data-path tests above once more over net;ofi_layer (an RDM core); 77 without net.
+dist_check_SCRIPTS += tests/functional/run_over_net.sh
+TESTS += tests/functional/run_over_net.sh

@@ -4,6 +4,10 @@
  * length mismatches, a forged rendezvous request, an acknowledgement for nothing), then a
  * good one. The layer endpoint must drop each bad message, deliver only the good one, and
  * refuse a connection request whose handshake is garbage, carrying on with its work.
+ *
+ * Over a reliable-datagram core (net;ofi_layer) the raw peer is an RDM endpoint of that
+ * core: a message before its HELLO (unknown source) and a malformed HELLO are dropped, a
+ * good HELLO is answered with HELLO_ACK, then the same malformed messages follow.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,7 @@
 #include <rdma/fi_errno.h>
 
 #include "layer/proto.h"
+#include "tests/functional/common.h"
 
 static int failed, passed;
 
@@ -38,6 +43,12 @@ struct layer_side {
 };
 
 struct raw_side {
+	struct fid_av *av;         /* RDM core */
+	fi_addr_t dest;            /* RDM core: the layer endpoint; connected: unused */
+	char addr[64];             /* RDM core: the raw endpoint's address */
+	size_t addrlen;
+	bool has_hello_ack;        /* RDM core: the layer answered the HELLO */
+	char rbuf[64];
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_ep *ep;
@@ -56,7 +67,7 @@ static void open_layer(struct layer_side *l)
 
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
-	hints->fabric_attr->prov_name = strdup(prov ? prov : "tcp;ofi_layer");
+	hints->fabric_attr->prov_name = strdup(prov && *prov ? prov : "tcp;ofi_layer");
 	ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
 	if (ret == -FI_ENODATA) {
 		printf("SKIP: provider not available\n");
@@ -92,6 +103,33 @@ static void open_raw(struct raw_side *r)
 	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
 	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
 	TRY(fi_eq_open(r->fabric, &eq_attr, &r->eq, NULL));
+	fi_freeinfo(hints);
+}
+
+/* A raw RDM endpoint of the layer's core, with the layer endpoint in its AV. */
+static void open_raw_rdm(struct layer_side *l, struct raw_side *r)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG;
+	hints->fabric_attr->prov_name = strdup(lt_core_name());
+	TRY(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &r->info));
+	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
+	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
+	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
+	TRY(fi_av_open(r->domain, &av_attr, &r->av, NULL));
+	TRY(fi_endpoint(r->domain, r->info, &r->ep, NULL));
+	TRY(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV));
+	TRY(fi_ep_bind(r->ep, &r->av->fid, 0));
+	TRY(fi_enable(r->ep));
+	r->addrlen = sizeof(r->addr);
+	TRY(fi_getname(&r->ep->fid, r->addr, &r->addrlen));
+	TRY(fi_av_insert(r->av, l->addr, 1, &r->dest, 0, NULL) == 1 ? 0 : -FI_EINVAL);
+	/* for the layer's HELLO_ACK */
+	TRY(fi_recv(r->ep, r->rbuf, sizeof(r->rbuf), NULL, FI_ADDR_UNSPEC, r->rbuf));
 	fi_freeinfo(hints);
 }
 
@@ -132,15 +170,22 @@ static void raw_send(struct layer_side *l, struct raw_side *r, const void *buf, 
 	int i;
 
 	do {
-		ret = fi_send(r->ep, buf, len, NULL, 0, NULL);
+		ret = fi_send(r->ep, buf, len, NULL, r->av ? r->dest : 0, NULL);
 		fi_cq_read(l->cq, NULL, 0);
+		fi_cq_read(r->cq, NULL, 0);
 	} while (ret == -FI_EAGAIN);
 	TRY(ret);
 	for (i = 0; i < 20000; i++) {
 		fi_cq_read(l->cq, NULL, 0);
-		if (fi_cq_read(r->cq, &comp, 1) == 1)
+		if (fi_cq_read(r->cq, &comp, 1) != 1) {
+			usleep(100);
+			continue;
+		}
+		if (comp.flags & FI_SEND)
 			return;
-		usleep(100);
+		/* RDM core: the answer to the HELLO */
+		r->has_hello_ack = comp.len == sizeof(struct layer_hdr) &&
+				   ((struct layer_hdr *) r->rbuf)->op == LAYER_OP_HELLO_ACK;
 	}
 	CHECK(0, "raw send of %zu bytes did not complete", len);
 }
@@ -158,6 +203,7 @@ int main(void)
 		char payload[64];
 	} msg;
 	struct fi_cq_data_entry comp;
+	struct fi_cq_msg_entry rcomp;
 	struct layer_side l = { 0 };
 	struct raw_side r = { 0 };
 	char garbage[16] = "not a handshake";
@@ -168,21 +214,52 @@ int main(void)
 
 	alarm(120);
 	open_layer(&l);
-	open_raw(&r);
-
-	/* A connection request with a garbage handshake is refused. */
-	event = raw_connect(&l, &r, garbage, sizeof(garbage));
-	CHECK(event != FI_CONNECTED, "garbage handshake was accepted (event %u)", event);
-	fi_close(&r.ep->fid);
-
-	/* A proper handshake is accepted. */
-	memcpy(hello.addr, l.addr, 16);
-	event = raw_connect(&l, &r, &hello, sizeof(hello));
-	CHECK(event == FI_CONNECTED, "valid handshake not accepted (event %u)", event);
-	if (event != FI_CONNECTED)
-		goto out;
-
 	TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));
+	if (lt_core_is_msg()) {
+		open_raw(&r);
+
+		/* A connection request with a garbage handshake is refused. */
+		event = raw_connect(&l, &r, garbage, sizeof(garbage));
+		CHECK(event != FI_CONNECTED, "garbage handshake was accepted (event %u)", event);
+		fi_close(&r.ep->fid);
+
+		/* A proper handshake is accepted. */
+		memcpy(hello.addr, l.addr, 16);
+		event = raw_connect(&l, &r, &hello, sizeof(hello));
+		CHECK(event == FI_CONNECTED, "valid handshake not accepted (event %u)", event);
+		if (event != FI_CONNECTED)
+			goto out;
+	} else {
+		open_raw_rdm(&l, &r);
+
+		/* A good message from a source that said no HELLO is dropped. */
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_EAGER, .size = 6 };
+		memcpy((char *) &msg + sizeof(msg.hdr), "early", 6);
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 6);
+		/* A HELLO whose size disagrees with the address length is dropped. */
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_HELLO, .size = 3 };
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 3);
+		/* A HELLO_ACK for nothing is dropped. */
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_HELLO_ACK };
+		raw_send(&l, &r, &msg, sizeof(msg.hdr));
+		/* A good HELLO is answered. */
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_HELLO, .size = r.addrlen };
+		memcpy((char *) &msg + sizeof(msg.hdr), r.addr, r.addrlen);
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + r.addrlen);
+		for (i = 0; i < 20000 && !r.has_hello_ack; i++) {
+			fi_cq_read(l.cq, NULL, 0);
+			if (fi_cq_read(r.cq, &rcomp, 1) == 1 && (rcomp.flags & FI_RECV))
+				r.has_hello_ack = rcomp.len == sizeof(msg.hdr) &&
+					((struct layer_hdr *) r.rbuf)->op == LAYER_OP_HELLO_ACK;
+			usleep(100);
+		}
+		CHECK(r.has_hello_ack, "the layer did not answer the HELLO with HELLO_ACK");
+	}
 
 	/* Runt: shorter than a header. */
 	raw_send(&l, &r, "xyz", 3);
@@ -235,15 +312,18 @@ int main(void)
 		usleep(100);
 	}
 	CHECK(ret == -FI_EAGAIN, "unexpected completion after the good message (%zd)", ret);
-	fi_close(&r.ep->fid);
 out:
+	fi_close(&r.ep->fid);
 	fi_close(&l.ep->fid);
 	fi_close(&l.cq->fid);
 	fi_close(&l.av->fid);
 	fi_close(&l.domain->fid);
 	fi_close(&l.fabric->fid);
+	if (r.av)
+		fi_close(&r.av->fid);
 	fi_close(&r.cq->fid);
-	fi_close(&r.eq->fid);
+	if (r.eq)
+		fi_close(&r.eq->fid);
 	fi_close(&r.domain->fid);
 	fi_close(&r.fabric->fid);
 	fi_freeinfo(r.info);

@@ -4,6 +4,9 @@
  * closing anything, while the parent has a receive posted and a large send pending: the send
  * fails (never a hang), more sends to the dead peer resolve within a bounded time and report the
  * loss, and a restarted child at a new address works with the same parent endpoint.
+ *
+ * Over a reliable-datagram core the abrupt exit is left out (the core reports no lost peer,
+ * fi_layer(7) LIMITATIONS): the first child quits cleanly instead, and the restart follows.
  */
 #include "common.h"
 
@@ -293,7 +296,19 @@ int main(int argc, char **argv)
 	LT_CHECK(ok == PINGS, "%d round trips of 8 B, 4 KiB and 128 KiB, data intact (%u)", PINGS,
 		 ok);
 
-	test_peer_death(&child, peer, &posted, posted_buf, &posted_alive);
+	if (lt_core_is_msg()) {
+		test_peer_death(&child, peer, &posted, posted_buf, &posted_alive);
+	} else {
+		lt_note("death: not run, the core is not connected (MSG): it reports no lost peer");
+		LT_CHECK_RET(lt_recv(&ep, posted_buf, 64, FI_ADDR_UNSPEC, &posted), 0,
+			     "a receive is posted");
+		LT_CHECK_RET(lt_send(&ep, &quit, 1, peer, &qctx), 0, "quit sent to the child");
+		LT_CHECK(lt_cq_next(&ep.tx, &comp, LT_TIMEOUT_MS) && !comp.err,
+			 "quit send completes");
+		status = lt_child_reap(&child, LT_TIMEOUT_MS, false);
+		LT_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			 "the child closed its objects and exited 0 (status %#x)", status);
+	}
 
 	/* A new process at a new address: same parent endpoint, new AV entry. */
 	if (!posted_alive)
