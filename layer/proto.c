@@ -60,6 +60,9 @@ static void layer_copy_from_iov(void *dst, const struct iovec *iov, size_t cnt)
 	size_t i, off = 0;
 
 	for (i = 0; i < cnt; i++) {
+		/* an empty entry may have no buffer at all */
+		if (!iov[i].iov_len)
+			continue;
 		memcpy((char *) dst + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
 	}

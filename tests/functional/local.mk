@@ -67,3 +67,4 @@ tests_functional_test_tagged_threads_LDADD = $(func_ldadd)
 # The data-path tests above once more over net;ofi_layer (an RDM core); 77 without net.
 dist_check_SCRIPTS += tests/functional/run_over_net.sh
 TESTS += tests/functional/run_over_net.sh
+EXTRA_DIST += tests/functional/lsan_net.supp

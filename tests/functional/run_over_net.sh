@@ -9,6 +9,9 @@ LAYER_TEST_PROV="net;ofi_layer"
 # net picks its interfaces itself: keep it on loopback, where the tests' addresses are.
 FI_NET_IFACE=${FI_NET_IFACE:-lo}
 export LAYER_TEST_PROV FI_NET_IFACE
+# Sanitizer builds: the leaks of net itself are not ours (see the file).
+LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_net.supp:print_suppressions=0"
+export LSAN_OPTIONS
 
 # test_peer_loss is left out: it skips itself over an RDM core (no lost peer is reported).
 tests="test_getinfo test_msg test_tagged test_multi_recv test_cancel test_twoproc

@@ -48,7 +48,7 @@ struct raw_side {
 	char addr[64];             /* RDM core: the raw endpoint's address */
 	size_t addrlen;
 	bool has_hello_ack;        /* RDM core: the layer answered the HELLO */
-	char rbuf[64];
+	char rbuf[64] __attribute__((aligned(8))); /* holds a struct layer_hdr */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_ep *ep;
