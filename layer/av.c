@@ -53,6 +53,8 @@ static size_t layer_av_addrlen(uint32_t addr_format)
 		return sizeof(struct sockaddr_in);
 	case FI_SOCKADDR_IN6:
 		return sizeof(struct sockaddr_in6);
+	case FI_ADDR_STR:
+		return LAYER_ADDR_STR_LEN;
 	default:
 		return 0;
 	}
@@ -67,7 +69,20 @@ int layer_av_normalize(uint32_t addr_format, const void *addr, size_t addrlen, v
 {
 	struct sockaddr_in6 sin6;
 	struct sockaddr_in sin;
+	size_t len;
 
+	/* a name may be shorter than its slot: it ends at its NUL */
+	if (addr && addr_format == FI_ADDR_STR) {
+		len = strnlen(addr, UTIL_MIN(addrlen, (size_t) LAYER_ADDR_STR_LEN));
+		if (!len || len >= UTIL_MIN(addrlen, (size_t) LAYER_ADDR_STR_LEN))
+			return -FI_EINVAL;
+		/* fi_getinfo(3): "format://address...", as shm's "fi_shm://..." */
+		if (!memmem(addr, len, "://", 3))
+			return -FI_EINVAL;
+		memset(out, 0, LAYER_ADDR_STR_LEN);
+		memcpy(out, addr, len);
+		return 0;
+	}
 	if (!addr || addrlen < layer_av_addrlen(addr_format))
 		return -FI_EINVAL;
 
@@ -344,6 +359,12 @@ static const char *layer_av_straddr(struct fid_av *av_fid, const void *addr, cha
 			goto err_format;
 		size = snprintf(buf, *len, "fi_sockaddr_in6://[%s]:%u", host,
 				ntohs(sin6.sin6_port));
+		break;
+	case FI_ADDR_STR:
+		/* the core's name is its own string form */
+		if (!memchr(addr, '\0', LAYER_ADDR_STR_LEN))
+			goto err_format;
+		size = snprintf(buf, *len, "%s", (const char *) addr);
 		break;
 	default:
 		goto err_format;

@@ -1,7 +1,8 @@
 /*
  * Address vectors (fi_av(3) with the 1.20 additions) of ofi_layer. Addresses are the core's
- * endpoint addresses (struct sockaddr_in / sockaddr_in6 for tcp), normalised so equal
- * addresses compare equal bytewise (padding and flow info zeroed).
+ * endpoint addresses (struct sockaddr_in / sockaddr_in6 for tcp and net, an FI_ADDR_STR name
+ * for shm), normalised so equal addresses compare equal bytewise (padding and flow info
+ * zeroed; a name zero-padded to LAYER_ADDR_STR_LEN).
  *
  * fi_addr values:
  * - FI_AV_TABLE: the table index (insertion order, lowest free index reused).
@@ -31,8 +32,8 @@
 /* Top byte of authorization-key handles (AV sets use 0xa5 for theirs). */
 #define LAYER_AV_KEY_TAG 0x4bULL
 #define LAYER_AV_TAG_SHIFT 56
-/* large enough for any normalised address (sockaddr_in6) */
-#define LAYER_AV_ADDR_MAX 28
+/* large enough for any normalised address (sockaddr_in6, a padded FI_ADDR_STR name) */
+#define LAYER_AV_ADDR_MAX LAYER_ADDR_MAX
 
 struct layer_av_keys;
 struct layer_av_shm;
@@ -165,7 +166,11 @@ fi_addr_t layer_av_find_key(struct layer_av *av, const void *addr, size_t addrle
  * generation).
  */
 fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index);
-/* Normalises a sockaddr into out (addrlen bytes): 0 or -FI_EINVAL for a wrong family/size. */
+/*
+ * Normalises an address of the format into out (the format's length: a sockaddr, or an
+ * FI_ADDR_STR name padded to LAYER_ADDR_STR_LEN): 0 or -FI_EINVAL for a wrong family or size,
+ * or a name without its NUL within the readable addrlen bytes and LAYER_ADDR_STR_LEN.
+ */
 int layer_av_normalize(uint32_t addr_format, const void *addr, size_t addrlen, void *out);
 
 /* ---- internal to layer/av*.c ---- */

@@ -211,10 +211,38 @@ static int layer_av_insert_now(struct layer_av *av, const uint8_t *addrs, const 
 	return (int) inserted;
 }
 
+/*
+ * FI_ADDR_STR names (shm) into fixed slots of av->addrlen bytes. Several names may come
+ * packed, each right after the previous one's NUL (as libfabric's shm reads them), or in
+ * slots of av->addrlen bytes, as fi_getname gives them; skipping the NULs between names
+ * reads both. A name too long for a slot fills it without a NUL: that address fails.
+ */
+static uint8_t *layer_av_unpack_names(const struct layer_av *av, const char *names,
+				      size_t count)
+{
+	uint8_t *slots;
+	size_t i, len, skip;
+
+	if (count > SIZE_MAX / av->addrlen)
+		return NULL;
+	slots = calloc(count, av->addrlen);
+	if (!slots)
+		return NULL;
+	for (i = 0; i < count; i++) {
+		for (skip = 0; i && skip < av->addrlen && !*names; skip++)
+			names++;
+		len = strnlen(names, av->addrlen);
+		memcpy(slots + i * av->addrlen, names, len);
+		names += len < av->addrlen ? len + 1 : strlen(names) + 1;
+	}
+	return slots;
+}
+
 int layer_av_insert(struct fid_av *av_fid, const void *addr, size_t count, fi_addr_t *fi_addr,
 		    uint64_t flags, void *context)
 {
 	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
+	uint8_t *names;
 	int ret;
 
 	ret = layer_av_check_insert(av, flags, fi_addr, context, "insert");
@@ -225,6 +253,19 @@ int layer_av_insert(struct fid_av *av_fid, const void *addr, size_t count, fi_ad
 		FI_WARN(&layer_prov, FI_LOG_AV, "insert: %s\n",
 			addr ? "count too large" : "no addresses");
 		return -FI_EINVAL;
+	}
+	if (count && av->domain->addr_format == FI_ADDR_STR) {
+		names = layer_av_unpack_names(av, addr, count);
+		if (!names)
+			return -FI_ENOMEM;
+		if (av->flags & FI_EVENT)
+			ret = layer_av_event_queue(av, names, NULL, count, fi_addr, flags,
+						   context);
+		else
+			ret = layer_av_insert_now(av, names, NULL, count, fi_addr, flags, context,
+						  "insert");
+		free(names);
+		return ret;
 	}
 	if (av->flags & FI_EVENT)
 		return layer_av_event_queue(av, addr, NULL, count, fi_addr, flags, context);
@@ -347,6 +388,13 @@ static int layer_av_parse_str(struct layer_av *av, const char *str, void *addr)
 
 int layer_av_resolve_svc(struct layer_av *av, const char *node, const char *service, void *addr)
 {
+	/* names of an FI_ADDR_STR core resolve to nothing but themselves */
+	if (av->domain->addr_format == FI_ADDR_STR) {
+		if (!node || service)
+			return -FI_EINVAL;
+		return layer_av_normalize(FI_ADDR_STR, node, strlen(node) + 1, addr) ?
+		       FI_EINVAL : 0;
+	}
 	if (node && strstr(node, "://")) {
 		/* fi_av(3): with an FI_ADDR_STR node, service must be NULL */
 		if (service)
@@ -360,7 +408,7 @@ int layer_av_insertsvc(struct fid_av *av_fid, const char *node, const char *serv
 		       fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
 	struct layer_av *av = container_of(av_fid, struct layer_av, av_fid);
-	uint8_t addr[sizeof(struct sockaddr_in6)];
+	uint8_t addr[LAYER_AV_ADDR_MAX];
 	int ret, err;
 
 	ret = layer_av_check_insert(av, flags, fi_addr, context, "insertsvc");
@@ -472,6 +520,10 @@ int layer_av_expand_sym(struct layer_av *av, const char *node, size_t nodecnt,
 	*errs = NULL;
 	if (!node || !service) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "insertsym: no node or no service\n");
+		return -FI_EINVAL;
+	}
+	if (av->domain->addr_format == FI_ADDR_STR) {
+		FI_WARN(&layer_prov, FI_LOG_AV, "insertsym: the core's names have no numbers\n");
 		return -FI_EINVAL;
 	}
 	if (nodecnt && svccnt > INT_MAX / nodecnt) {

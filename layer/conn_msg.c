@@ -12,6 +12,9 @@
 #include "layer/ep.h"
 #include "layer/av.h"
 
+_Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockaddr_in6),
+	       "the hello holds a listening address (MSG cores have sockaddr addresses only)");
+
 /*
  * Buffers posted on a connection: incoming ones carry the peer's messages; on outgoing ones
  * only control replies (rendezvous ACKs) arrive, and the core holds what finds no buffer.
@@ -277,6 +280,9 @@ static int layer_msg_trywait(struct layer_ep *ep)
 {
 	struct fid *fids[2] = { &ep->core_cq->fid, &ep->core_eq->fid };
 
+	/* Nothing to sleep on: the core CQ has no wait fd. */
+	if (ep->core_cq_fd < 0)
+		return -FI_EAGAIN;
 	return fi_trywait(ep->domain->fabric->core_fabric, fids, 2);
 }
 

@@ -434,6 +434,9 @@ static int layer_rdm_trywait(struct layer_ep *ep)
 {
 	struct fid *fids[1] = { &ep->core_cq->fid };
 
+	/* Nothing to sleep on: the core CQ has no wait fd (shm). */
+	if (ep->core_cq_fd < 0)
+		return -FI_EAGAIN;
 	return fi_trywait(ep->domain->fabric->core_fabric, fids, 1);
 }
 

@@ -51,10 +51,13 @@ static int layer_eps_attach(struct util_lock *lock, struct util_dlist *eps,
 		return -FI_ENOMEM;
 	ref->ep = ep;
 	if (has_wait) {
-		ret = util_wait_add_fd(wait, ep->core_cq_fd);
+		/* a core CQ without a wait fd (shm) is polled: its trywait never says sleep */
+		ret = ep->core_cq_fd >= 0 ? util_wait_add_fd(wait, ep->core_cq_fd) : 0;
 		if (!ret)
 			ret = util_wait_add_fd(wait, ep->core_eq_fd);
 		if (ret) {
+			if (ep->core_cq_fd >= 0)
+				util_wait_del_fd(wait, ep->core_cq_fd);
 			free(ref);
 			return ret;
 		}
@@ -82,7 +85,8 @@ static void layer_eps_detach(struct util_lock *lock, struct util_dlist *eps,
 	}
 	util_lock_release(lock);
 	if (has_wait) {
-		util_wait_del_fd(wait, ep->core_cq_fd);
+		if (ep->core_cq_fd >= 0)
+			util_wait_del_fd(wait, ep->core_cq_fd);
 		util_wait_del_fd(wait, ep->core_eq_fd);
 	}
 }

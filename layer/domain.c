@@ -231,8 +231,18 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 				 domain->threading == FI_THREAD_FID ||
 				 domain->threading == FI_THREAD_UNSPEC;
 	domain->addr_format = domain->core_info->addr_format;
-	domain->addrlen = domain->addr_format == FI_SOCKADDR_IN6 ? sizeof(struct sockaddr_in6) :
-			  sizeof(struct sockaddr_in);
+	switch (domain->addr_format) {
+	case FI_SOCKADDR_IN6:
+		domain->addrlen = sizeof(struct sockaddr_in6);
+		break;
+	case FI_ADDR_STR:
+		/* names are zero-padded to a fixed size (see layer_av_normalize) */
+		domain->addrlen = LAYER_ADDR_STR_LEN;
+		break;
+	default:
+		domain->addrlen = sizeof(struct sockaddr_in);
+		break;
+	}
 	domain->mr_mode = info->domain_attr->mr_mode;
 	domain->auth_key_size = info->domain_attr->auth_key_size;
 	atomic_init(&domain->next_mr_key, 0);

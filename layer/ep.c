@@ -563,11 +563,19 @@ static int layer_ep_open_core(struct layer_ep *ep, const struct fi_info *info)
 	ep->core_has_prov_key = ep->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY;
 
 	ret = fi_cq_open(domain->core_domain, &cq_attr, &ep->core_cq, ep);
+	if (ret == -FI_ENOSYS) {
+		/* A core without wait objects (shm): blocking reads poll it. */
+		cq_attr.wait_obj = FI_WAIT_NONE;
+		ret = fi_cq_open(domain->core_domain, &cq_attr, &ep->core_cq, ep);
+	}
 	if (ret)
 		return ret;
-	ret = fi_control(&ep->core_cq->fid, FI_GETWAIT, &ep->core_cq_fd);
-	if (ret)
-		goto err_close_cq;
+	ep->core_cq_fd = -1;
+	if (cq_attr.wait_obj == FI_WAIT_FD) {
+		ret = fi_control(&ep->core_cq->fid, FI_GETWAIT, &ep->core_cq_fd);
+		if (ret)
+			goto err_close_cq;
+	}
 	ret = fi_eq_open(domain->fabric->core_fabric, &eq_attr, &ep->core_eq, ep);
 	if (ret)
 		goto err_close_cq;

@@ -338,7 +338,10 @@ static bool layer_core_info_ok(const struct fi_info *core)
 	/* Rendezvous reads need RMA: a core without it cannot carry large messages. */
 	if ((core->caps & caps) != caps)
 		return false;
-	return core->addr_format == FI_SOCKADDR_IN || core->addr_format == FI_SOCKADDR_IN6;
+	if (core->addr_format == FI_SOCKADDR_IN || core->addr_format == FI_SOCKADDR_IN6)
+		return true;
+	/* Names (shm) travel in a HELLO; a connection request has room for a sockaddr only. */
+	return core->addr_format == FI_ADDR_STR && core->ep_attr->type == FI_EP_RDM;
 }
 
 /*

@@ -67,8 +67,13 @@ extern struct layer_settings layer_settings;
 #define LAYER_INJECT_SIZE 256
 #define LAYER_MAX_MSG_SIZE (1ULL << 32)
 #define LAYER_IOV_LIMIT 4
-/* Largest endpoint address the provider handles (struct sockaddr_in6). */
-#define LAYER_ADDR_MAX 28
+/*
+ * FI_ADDR_STR cores (shm): an address is the core's NUL-terminated name, zero-padded to this
+ * fixed size so that addresses compare bytewise; a longer name is refused.
+ */
+#define LAYER_ADDR_STR_LEN 48
+/* Largest endpoint address the provider handles (struct sockaddr_in6, an FI_ADDR_STR name). */
+#define LAYER_ADDR_MAX LAYER_ADDR_STR_LEN
 
 /* getinfo.c */
 int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
@@ -98,7 +103,7 @@ struct layer_domain {
 					* opened with: its ep type chooses the endpoint's variant */
 	enum fi_threading threading;
 	bool is_thread_safe;           /* FI_THREAD_SAFE: objects take their locks */
-	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN or FI_SOCKADDR_IN6 */
+	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN, _IN6 or FI_ADDR_STR */
 	size_t addrlen;                /* size of one endpoint address */
 	uint64_t mr_mode;              /* as granted to the application */
 	size_t auth_key_size;          /* FI_AV_AUTH_KEY: keys come from the AV */
