@@ -254,6 +254,9 @@ struct fi_info *lt_hints(uint64_t caps)
 
 int lt_getinfo(struct fi_info *hints, struct fi_info **info)
 {
+	/* shm's addresses are names, not IP addresses: no node for it */
+	if (!strcasecmp(lt_core_name(), "shm"))
+		return fi_getinfo(LT_FI_VERSION, NULL, NULL, 0, hints, info);
 	return fi_getinfo(LT_FI_VERSION, LT_NODE, NULL, FI_SOURCE, hints, info);
 }
 

@@ -80,7 +80,8 @@ const char *lt_prov_reversed(void);
  * mode (every test passes struct fi_context2), no MR mode bits, prov_name set.
  */
 struct fi_info *lt_hints(uint64_t caps);
-/* fi_getinfo for a source address on 127.0.0.1 (port chosen by the provider). */
+/* fi_getinfo for a source address on 127.0.0.1 (port chosen by the provider); over shm,
+ * whose addresses are names, without a node. */
 int lt_getinfo(struct fi_info *hints, struct fi_info **info);
 /* lt_getinfo, but exits with 77 when the provider is not offered at all. */
 struct fi_info *lt_getinfo_or_skip(struct fi_info *hints);

@@ -25,7 +25,7 @@ static unsigned count_infos(const struct fi_info *info)
 static void check_infos(const char *what, const struct fi_info *info)
 {
 	bool rdm = true, msg = true, name = true, inject = true, big = true, fmt = true;
-	bool src = true, limits = true;
+	bool src = true, limits = true, is_shm = !strcmp(lt_core_name(), "shm");
 	const struct fi_info *i;
 
 	for (i = info; i; i = i->next) {
@@ -36,9 +36,16 @@ static void check_infos(const char *what, const struct fi_info *info)
 		name &= i->fabric_attr->prov_name && !strcmp(i->fabric_attr->prov_name, lt_prov());
 		inject &= i->tx_attr->inject_size <= i->ep_attr->max_msg_size;
 		big &= i->ep_attr->max_msg_size >= GIB;
-		fmt &= i->addr_format == FI_SOCKADDR_IN;
-		src &= sin && i->src_addrlen == sizeof(*sin) && sin->sin_family == AF_INET &&
-		       sin->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+		if (is_shm) {
+			/* shm's addresses are names ("fi_shm://...") */
+			fmt &= i->addr_format == FI_ADDR_STR;
+			src &= i->src_addr && !strncmp(i->src_addr, "fi_shm://", 9);
+		} else {
+			fmt &= i->addr_format == FI_SOCKADDR_IN;
+			src &= sin && i->src_addrlen == sizeof(*sin) &&
+			       sin->sin_family == AF_INET &&
+			       sin->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+		}
 		limits &= i->tx_attr->iov_limit >= 1 && i->rx_attr->iov_limit >= 1 &&
 			  i->tx_attr->size >= 1 && i->rx_attr->size >= 1;
 	}
@@ -49,8 +56,10 @@ static void check_infos(const char *what, const struct fi_info *info)
 	LT_CHECK(inject, "%s: inject_size <= max_msg_size (%zu, %zu)", what,
 		 info->tx_attr->inject_size, info->ep_attr->max_msg_size);
 	LT_CHECK(big, "%s: max_msg_size >= 1 GiB (%zu)", what, info->ep_attr->max_msg_size);
-	LT_CHECK(fmt, "%s: addr_format FI_SOCKADDR_IN for %s", what, LT_NODE);
-	LT_CHECK(src, "%s: src_addr is a sockaddr_in for 127.0.0.1", what);
+	LT_CHECK(fmt, "%s: addr_format %s", what, is_shm ? "FI_ADDR_STR for shm" :
+		 "FI_SOCKADDR_IN for " LT_NODE);
+	LT_CHECK(src, "%s: src_addr is %s", what, is_shm ? "an fi_shm:// name" :
+		 "a sockaddr_in for 127.0.0.1");
 	LT_CHECK(limits, "%s: iov_limit and queue sizes are at least 1", what);
 }
 

@@ -68,7 +68,7 @@ static void open_layer(struct layer_side *l)
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
 	hints->fabric_attr->prov_name = strdup(prov && *prov ? prov : "tcp;ofi_layer");
-	ret = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
+	ret = lt_getinfo(hints, &info);
 	if (ret == -FI_ENODATA) {
 		printf("SKIP: provider not available\n");
 		exit(77);
@@ -116,7 +116,7 @@ static void open_raw_rdm(struct layer_side *l, struct raw_side *r)
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = FI_MSG;
 	hints->fabric_attr->prov_name = strdup(lt_core_name());
-	TRY(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &r->info));
+	TRY(lt_getinfo(hints, &r->info));
 	TRY(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
 	TRY(fi_domain(r->fabric, r->info, &r->domain, NULL));
 	TRY(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL));
@@ -246,11 +246,13 @@ int main(void)
 		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
 					       .op = LAYER_OP_HELLO_ACK };
 		raw_send(&l, &r, &msg, sizeof(msg.hdr));
-		/* A good HELLO is answered. */
+		/* A good HELLO is answered: the address as the layer's names are (an FI_ADDR_STR
+		 * name is zero-padded to the layer's address size). */
 		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
-					       .op = LAYER_OP_HELLO, .size = r.addrlen };
-		memcpy((char *) &msg + sizeof(msg.hdr), r.addr, r.addrlen);
-		raw_send(&l, &r, &msg, sizeof(msg.hdr) + r.addrlen);
+					       .op = LAYER_OP_HELLO, .size = l.addrlen };
+		memset((char *) &msg + sizeof(msg.hdr), 0, l.addrlen);
+		memcpy((char *) &msg + sizeof(msg.hdr), r.addr, UTIL_MIN(r.addrlen, l.addrlen));
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + l.addrlen);
 		for (i = 0; i < 20000 && !r.has_hello_ack; i++) {
 			fi_cq_read(l.cq, NULL, 0);
 			if (fi_cq_read(r.cq, &rcomp, 1) == 1 && (rcomp.flags & FI_RECV))

@@ -472,7 +472,11 @@ static void test_cq_wait_fd(void)
 		if (ret == -FI_EAGAIN)
 			(void) fi_cq_read(rxb, &entry, 1);
 	} while (ret == -FI_EAGAIN && lt_now_ms() < deadline);
-	LT_CHECK_RET(ret, 0, "wait fd: fi_trywait returns 0 on a drained, idle CQ");
+	if (!strcmp(lt_core_name(), "shm"))
+		/* libfabric 1.17's shm CQ has no wait object: nothing to sleep on below */
+		lt_note("wait fd: over shm fi_trywait never allows sleeping (%d)", (int) ret);
+	else
+		LT_CHECK_RET(ret, 0, "wait fd: fi_trywait returns 0 on a drained, idle CQ");
 out:
 	raw_ep_close(&a);
 	raw_ep_close(&b);
