@@ -104,12 +104,15 @@ struct options {
 };
 
 /*
- * What the endpoints of the run being forked must hold. The matching tests run in runs of
- * their own: they need a receive queue of N and a CQ that holds a round, which the latency
- * and bandwidth tests should not pay for.
+ * The run being forked: one test of one provider, so that the providers alternate test by
+ * test and a burst of load on the machine hits them alike. Endpoints are opened the same way
+ * for every test of a kind: the matching tests need a receive queue of N and a CQ that holds
+ * a round, which the latency and bandwidth tests should not pay for.
  */
 struct run_cfg {
-	bool matching;	  /* the matching tests, or the latency and bandwidth ones */
+	int test;	  /* the index in tests[] */
+	bool matching;	  /* a matching test, or a latency or bandwidth one */
+	bool is_first;	  /* the first run of its kind: say what the endpoints are */
 	size_t max_count; /* receives posted at once: the largest N, 0 outside matching */
 	size_t buf_size;  /* each side's send and receive buffer */
 };
@@ -171,9 +174,8 @@ extern struct test tests[MAX_TESTS];
 extern int ntests;
 extern struct run_cfg bench_run;
 extern int bench_cpus[2];     /* client's and server's CPU, -1: not pinned */
-extern int bench_repeat;      /* the repeat being run, as the children see it */
 extern bool bench_yield_idle; /* one CPU for both processes: an idle poller hands it over */
-/* Not in this run, or failed in an earlier repeat: both children leave it out. */
+/* Not this run's test, or failed in an earlier repeat: both children leave it out. */
 bool test_skipped(int prov, int test);
 
 /* bench_fab.c */

@@ -2,10 +2,11 @@
  * fi_layer_bench: the two processes of one run of one provider.
  *
  * The client forks the server; both open their endpoint on 127.0.0.1, swap addresses (and
- * for a MSG endpoint connect) through two pipes, then run every pending test together. The
- * client streams one record per test to the main process, so a run that dies half way still
- * delivers the tests it finished. Both re-arm alarm() for every test and die with their
- * parent; the client reaps the server, or kills it when the run failed.
+ * for a MSG endpoint connect) through two pipes, then run the tests of the run together
+ * (bench_run says which: one, as the main process forks them). The client streams one record
+ * per test to the main process, so a run that dies half way still delivers the tests it
+ * finished. Both re-arm alarm() for every test and die with their parent; the client reaps
+ * the server, or kills it when the run failed.
  */
 #include "config.h"
 
@@ -181,10 +182,9 @@ int client_main(int prov, int res_fd)
 		ret = fab_recv_hdr(&f, s2c[0]);
 	if (!ret)
 		ret = fab_connect(&f);
-	if (!ret && bench_repeat == 0) {
+	if (!ret && bench_run.is_first) {
 		/* "udp" silently becomes "udp;ofi_rxd": say what the column measures, once */
-		if (strcasecmp(f.info->fabric_attr->prov_name, f.core) &&
-		    (!bench_run.matching || (!opt.run_msg && !opt.run_tagged)))
+		if (strcasecmp(f.info->fabric_attr->prov_name, f.core) && bench_run.test == 0)
 			fprintf(stderr, "%s: note: \"%s\" runs as \"%s\"\n", BENCH_NAME, f.prov,
 				f.info->fabric_attr->prov_name);
 		if (opt.verbose)

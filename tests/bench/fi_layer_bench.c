@@ -5,11 +5,12 @@
  *
  * Process model. The main process never calls into libfabric: a provider under development
  * may crash or hang, and that must cost one measurement, not the whole table. For every
- * (repeat, provider) run it forks a client; the client forks the server, both open an
- * endpoint on 127.0.0.1, swap addresses through pipes, run the tests and exit (bench_peer.c).
- * The client streams one record per test to the main process, so a run that dies half way
- * still delivers the tests it finished, and the test it died in is marked failed and skipped
- * in later repeats.
+ * (repeat, test, provider) run it forks a client; the client forks the server, both open an
+ * endpoint on 127.0.0.1, swap addresses through pipes, run the test and exit (bench_peer.c).
+ * The providers take turns test by test, so that a burst of load from elsewhere on the
+ * machine lands on all of them alike rather than on whichever one was running all its tests.
+ * The client reports the test's outcome to the main process; a test that failed is marked
+ * and skipped in later repeats.
  *
  * Everything is bounded: both children re-arm alarm() for every test, die with their parent
  * (PR_SET_PDEATHSIG), the main process is the subreaper of orphaned servers and reaps every
@@ -50,7 +51,6 @@ struct test tests[MAX_TESTS];
 int ntests;
 struct run_cfg bench_run;
 int bench_cpus[2] = {-1, -1};
-int bench_repeat;
 bool bench_yield_idle;
 
 static struct cell cells[MAX_PROVS][MAX_TESTS];
@@ -75,8 +75,7 @@ static bool is_match_kind(enum test_kind kind)
 
 bool test_skipped(int prov, int test)
 {
-	return cells[prov][test].state != CELL_PENDING ||
-	       is_match_kind(tests[test].kind) != bench_run.matching;
+	return cells[prov][test].state != CELL_PENDING || test != bench_run.test;
 }
 
 /* ---------------------------------------------------------------- the main process */
@@ -347,7 +346,8 @@ static bool format_ratio(int p, int test, char *buf, size_t len)
 
 static void print_legend(char names[][NAME_LEN], bool against_msg)
 {
-	printf("# %s %s, libfabric %u.%u: median of %d repeat%s, providers alternating\n",
+	printf("# %s %s, libfabric %u.%u: median of %d repeat%s, providers alternating test by "
+	       "test\n",
 	       BENCH_NAME, PACKAGE_VERSION, FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
 	       opt.repeats, opt.repeats == 1 ? "" : "s");
 	printf("# lat: half round trip in us; bw: MB/s (10^6 B/s), window %zu; ", opt.window);
@@ -743,11 +743,13 @@ static void build_tests(void)
 			add_match_test(k ? KIND_UNEXP : KIND_MATCH, counts[i]);
 }
 
-/* Sets up bench_run for the runs of one kind; false when no test is of that kind. */
-static bool set_run(bool matching)
+/* Sets up bench_run for the runs of test t in repeat r. */
+static void set_run(int t, int r)
 {
-	bool any = false;
+	bool matching = is_match_kind(tests[t].kind);
+	int first = -1;
 
+	bench_run.test = t;
 	bench_run.matching = matching;
 	bench_run.max_count = 0;
 	/* one buffer each way holds the largest message, or a round's messages and a signal */
@@ -757,7 +759,8 @@ static bool set_run(bool matching)
 
 		if (is_match_kind(tests[i].kind) != matching)
 			continue;
-		any = true;
+		if (first < 0)
+			first = i;
 		if (matching) {
 			need = (tests[i].count + 1) * MATCH_MSG_SIZE;
 			if (tests[i].count > bench_run.max_count)
@@ -766,7 +769,7 @@ static bool set_run(bool matching)
 		if (need > bench_run.buf_size)
 			bench_run.buf_size = need;
 	}
-	return any;
+	bench_run.is_first = r == 0 && t == first;
 }
 
 /* The first two CPUs we may run on; with fewer, nobody is pinned. */
@@ -803,16 +806,14 @@ int main(int argc, char **argv)
 		perror(BENCH_NAME ": PR_SET_CHILD_SUBREAPER");
 
 	/*
-	 * Providers alternate within every repeat, so slow drifts hit all of them alike. The
-	 * matching tests get runs of their own, with endpoints sized for them.
+	 * Providers alternate test by test within every repeat, so drifts and bursts of load hit
+	 * all of them alike; each run is one test in fresh processes.
 	 */
 	for (int r = 0; r < opt.repeats; r++) {
-		bench_repeat = r;
-		for (int matching = 0; matching < 2; matching++) {
-			if (!set_run(matching))
-				continue;
+		for (int t = 0; t < ntests; t++) {
+			set_run(t, r);
 			for (int p = 0; p < opt.nprovs; p++)
-				if (!prov_unavail[p] && !prov_failed[p])
+				if (!prov_unavail[p] && !prov_failed[p] && !test_skipped(p, t))
 					run_once(p, r);
 		}
 	}
