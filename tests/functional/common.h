@@ -24,8 +24,11 @@
 #define LT_NODE "127.0.0.1"
 #define LT_FI_VERSION FI_VERSION(1, 17)
 #define LT_EXIT_SKIP 77
-/* Default bound for any wait on the data path. */
-#define LT_TIMEOUT_MS 10000
+/*
+ * Default bound for any wait on the data path: a hang guard, never a speed check, so it is
+ * generous enough for a 1 GiB message on a loaded two-core machine.
+ */
+#define LT_TIMEOUT_MS 30000
 /* Big enough for any provider's endpoint name we expect (sockaddr_in6 and more). */
 #define LT_ADDR_MAX 256
 
