@@ -58,7 +58,8 @@ extern struct layer_settings layer_settings;
 		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
 /* All 64 tag bits take part in matching; reported when the hints give no format. */
 #define LAYER_MEM_TAG_FORMAT 0xAAAAAAAAAAAAAAAAULL
-#define LAYER_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+/* FI_SHARED_AV: named AVs (layer/av_shm.c). */
+#define LAYER_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
 #define LAYER_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | \
 			   FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
 #define LAYER_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)

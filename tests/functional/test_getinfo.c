@@ -178,6 +178,23 @@ out:
 	fi_freeinfo(hints);
 }
 
+/* Named AVs are offered through FI_SHARED_AV (libfabric's shared-AV test asks for it). */
+static void check_shared_av(void)
+{
+	struct fi_info *hints = lt_hints(FI_MSG | FI_SHARED_AV), *info = NULL;
+	int ret;
+
+	ret = lt_getinfo(hints, &info);
+	if (lt_is_layer()) {
+		LT_CHECK_RET(ret, 0, "FI_SHARED_AV: fi_getinfo succeeds");
+		LT_CHECK(!ret && (info->caps & FI_SHARED_AV) &&
+			 (info->domain_attr->caps & FI_SHARED_AV),
+			 "FI_SHARED_AV: in the info's and the domain's caps");
+	}
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
 /* Hints the provider cannot satisfy: -FI_ENODATA, and no info returned. */
 static void check_refused(const char *what, struct fi_info *hints)
 {
@@ -362,6 +379,7 @@ int main(int argc, char **argv)
 	check_progress(FI_PROGRESS_MANUAL);
 	check_progress(FI_PROGRESS_AUTO);
 	check_progress(FI_PROGRESS_UNSPEC);
+	check_shared_av();
 	check_unsatisfiable();
 	check_fi_info_tool();
 	return lt_end();
