@@ -98,6 +98,7 @@ struct options {
 	bool run_msg;	 /* rows msg_* */
 	bool run_tagged; /* rows tag_lat, tag_bw */
 	bool run_match;	 /* rows tag_match, tag_unexp */
+	bool best;	 /* the best sample of the repeats instead of the median */
 	bool csv;
 	bool verbose;
 	bool pin;

@@ -244,8 +244,11 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The median, or false when the cell has no number to show. */
-static bool cell_median(int prov, int test, double *median)
+/*
+ * The median, or with --best the best sample (latency: the lowest; the rest: the highest);
+ * false when the cell has no number to show.
+ */
+static bool cell_value(int prov, int test, double *value)
 {
 	struct cell *c = &cells[prov][test];
 	double v[MAX_REPEATS];
@@ -255,7 +258,10 @@ static bool cell_median(int prov, int test, double *median)
 		return false;
 	memcpy(v, c->samples, n * sizeof(v[0]));
 	qsort(v, n, sizeof(v[0]), cmp_double);
-	*median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	if (opt.best)
+		*value = tests[test].kind == KIND_LAT ? v[0] : v[n - 1];
+	else
+		*value = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 	return true;
 }
 
@@ -263,7 +269,7 @@ static void format_cell(int prov, int test, char *buf, size_t len)
 {
 	double m;
 
-	if (cell_median(prov, test, &m))
+	if (cell_value(prov, test, &m))
 		/* two decimals for microseconds and for slow bandwidths, none for the rest */
 		snprintf(buf, len, tests[test].kind == KIND_LAT || m < 100 ? "%.2f" : "%.0f", m);
 	else if (prov_unavail[prov] || cells[prov][test].state == CELL_NA)
@@ -326,17 +332,17 @@ static bool format_ratio(int p, int test, char *buf, size_t len)
 	double a, b;
 	int twin;
 
-	if (!cell_median(0, test, &a)) {
+	if (!cell_value(0, test, &a)) {
 		snprintf(buf, len, "n/a");
 		return false;
 	}
-	if (cell_median(p, test, &b) && b > 0) {
+	if (cell_value(p, test, &b) && b > 0) {
 		snprintf(buf, len, "%.2f", a / b);
 		return false;
 	}
 	twin = msg_twin(test);
 	if (cells[p][test].state == CELL_NA && !prov_unavail[p] && twin >= 0 &&
-	    cell_median(p, twin, &b) && b > 0) {
+	    cell_value(p, twin, &b) && b > 0) {
 		snprintf(buf, len, "%.2f%s", a / b, opt.csv ? "" : "*");
 		return true;
 	}
@@ -346,10 +352,10 @@ static bool format_ratio(int p, int test, char *buf, size_t len)
 
 static void print_legend(char names[][NAME_LEN], bool against_msg)
 {
-	printf("# %s %s, libfabric %u.%u: median of %d repeat%s, providers alternating test by "
+	printf("# %s %s, libfabric %u.%u: %s of %d repeat%s, providers alternating test by "
 	       "test\n",
 	       BENCH_NAME, PACKAGE_VERSION, FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
-	       opt.repeats, opt.repeats == 1 ? "" : "s");
+	       opt.best ? "best" : "median", opt.repeats, opt.repeats == 1 ? "" : "s");
 	printf("# lat: half round trip in us; bw: MB/s (10^6 B/s), window %zu; ", opt.window);
 	if (bench_cpus[0] >= 0)
 		printf("client on CPU %d, server on CPU %d\n", bench_cpus[0], bench_cpus[1]);
@@ -457,6 +463,7 @@ static void usage(FILE *out)
 		"                        messages in reverse order, expected and unexpected\n"
 		"      --no-match        leave the matching tests out of a --tagged run\n"
 		"  -n, --counts LIST     N for the matching tests (default 1,64,1024,16384)\n"
+		"  -b, --best            show the best of the repeats instead of the median\n"
 		"  -c, --csv             print the table as CSV\n"
 		"      --no-pin          do not pin the two processes to their own CPUs\n"
 		"  -v, --verbose         print every measurement on stderr\n"
@@ -577,6 +584,7 @@ static void parse_options(int argc, char **argv)
 		{"match", no_argument, NULL, 'm'},
 		{"no-match", no_argument, NULL, 'M'},
 		{"counts", required_argument, NULL, 'n'},
+		{"best", no_argument, NULL, 'b'},
 		{"csv", no_argument, NULL, 'c'},
 		{"no-pin", no_argument, NULL, 'P'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -592,7 +600,7 @@ static void parse_options(int argc, char **argv)
 	opt.timeout = DEFAULT_TIMEOUT;
 	opt.repeats = DEFAULT_REPEATS;
 	opt.pin = true;
-	while ((c = getopt_long(argc, argv, "p:r:i:s:w:t:qTmn:cvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:r:i:s:w:t:qTmn:bcvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			parse_providers(optarg);
@@ -635,6 +643,9 @@ static void parse_options(int argc, char **argv)
 			break;
 		case 'n':
 			parse_counts(optarg);
+			break;
+		case 'b':
+			opt.best = true;
 			break;
 		case 'c':
 			opt.csv = true;
