@@ -270,9 +270,17 @@ static void layer_msg_progress_cq(struct layer_ep *ep)
 	}
 }
 
+/*
+ * Connection events are rare next to completions, and reading the core's EQ takes its lock:
+ * it is read on one progress call in LAYER_EQ_POLL_PERIOD (a power of two). A connection
+ * request or a shutdown thus waits a few polls at most; blocking waits see the EQ's fd.
+ */
+#define LAYER_EQ_POLL_PERIOD 16
+
 static void layer_msg_progress(struct layer_ep *ep)
 {
-	layer_msg_progress_events(ep);
+	if (!(ep->progress_tick++ & (LAYER_EQ_POLL_PERIOD - 1)))
+		layer_msg_progress_events(ep);
 	layer_msg_progress_cq(ep);
 }
 

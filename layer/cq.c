@@ -173,7 +173,8 @@ int layer_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 	}
 	cq->domain = domain;
 	cq->util.api_version = domain->fabric->api_version;
-	util_lock_init(&cq->ep_lock, true);
+	/* The endpoint list changes at bind and close only, which FI_THREAD_DOMAIN serialises. */
+	util_lock_init(&cq->ep_lock, domain->is_thread_safe);
 	util_dlist_init(&cq->eps);
 	cq->util.cq_fid.fid.ops = &layer_cq_fi_ops;
 	atomic_fetch_add(&domain->ref, 1);
@@ -261,7 +262,7 @@ int layer_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr,
 		return ret;
 	}
 	cntr->domain = domain;
-	util_lock_init(&cntr->ep_lock, true);
+	util_lock_init(&cntr->ep_lock, domain->is_thread_safe);
 	util_dlist_init(&cntr->eps);
 	cntr->util.cntr_fid.fid.ops = &layer_cntr_fi_ops;
 	atomic_fetch_add(&domain->ref, 1);

@@ -559,6 +559,7 @@ static int layer_ep_open_core(struct layer_ep *ep, const struct fi_info *info)
 		ep->core_info->src_addrlen = info->src_addrlen;
 	}
 	ep->core_iov_limit = UTIL_MIN(ep->core_info->tx_attr->iov_limit, LAYER_IOV_LIMIT + 1);
+	ep->core_inject_size = ep->core_info->tx_attr->inject_size;
 	ep->core_has_virt_addr = ep->core_info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
 	ep->core_has_prov_key = ep->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY;
 

@@ -250,6 +250,8 @@ struct layer_ep {
 	size_t buf_size;               /* header + eager_size */
 	uint64_t next_msg_id;
 	size_t core_iov_limit;         /* iov entries one core send takes */
+	size_t core_inject_size;       /* bytes one core inject takes (header included) */
+	unsigned progress_tick;        /* progress calls, to pace the core EQ reads */
 	bool has_pending;              /* some connection has queued sends or blocked reads */
 	uint64_t dropped_cnt;          /* malformed messages dropped */
 };

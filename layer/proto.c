@@ -160,8 +160,22 @@ void layer_proto_complete_tx(struct layer_ep *ep, struct layer_tx *tx, int err)
 /* Posts tx to the core; 0, -FI_EAGAIN (the core is full) or another error. */
 static int layer_proto_core_send(struct layer_conn *conn, struct layer_tx *tx)
 {
+	struct layer_ep *ep = conn->ep;
 	ssize_t ret;
 
+	/*
+	 * A message that fits the core's inject size goes as an inject, as rxm does: the core
+	 * keeps the bytes and reports no completion, so the send completes here and neither
+	 * side processes a core completion for it. Sends waiting for an ACK keep their entry.
+	 */
+	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= ep->core_inject_size && !tx->wants_ack) {
+		ret = fi_inject(conn->core_ep, tx->iov[0].iov_base, tx->iov[0].iov_len,
+				conn->core_addr);
+		if (ret)
+			return (int) ret;
+		layer_proto_complete_tx(ep, tx, 0);
+		return 0;
+	}
 	ret = layer_core_send(conn, tx);
 	if (ret)
 		return (int) ret;
