@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -515,10 +516,12 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 	struct layer_rx *rx;
 
 	if (unlikely(!layer_proto_hdr_ok(buf))) {
-		FI_WARN(&layer_prov, FI_LOG_EP_DATA,
-			"dropping malformed message (%zu bytes, version %u, op %s)\n", buf->len,
-			buf->len >= 2 ? buf->data[0] : 0,
-			layer_op_str(buf->len >= 2 ? buf->data[1] : LAYER_OP_MAX));
+		/* Warned once per endpoint, then counted: a bad peer cannot flood the log. */
+		FI_LOG(&layer_prov, ep->dropped_cnt ? FI_LOG_INFO : FI_LOG_WARN, FI_LOG_EP_DATA,
+		       "dropping malformed message (%zu bytes, version %u, op %s; %" PRIu64
+		       " dropped before)\n", buf->len, buf->len >= 2 ? buf->data[0] : 0,
+		       layer_op_str(buf->len >= 2 ? buf->data[1] : LAYER_OP_MAX),
+		       ep->dropped_cnt);
 		ep->dropped_cnt++;
 		layer_proto_repost_buf(ep, buf);
 		return;
