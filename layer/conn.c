@@ -23,6 +23,7 @@ struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing)
 	conn->ep = ep;
 	conn->core_addr = FI_ADDR_UNSPEC;
 	conn->is_outgoing = is_outgoing;
+	conn->is_tx = is_outgoing;
 	conn->state = LAYER_CONN_CONNECTING;
 	util_dlist_init(&conn->peer_link);
 	util_dlist_init(&conn->pending_tx);
@@ -80,6 +81,40 @@ int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 	return 0;
 }
 
+void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn)
+{
+	fi_addr_t fi_addr;
+	size_t index;
+
+	if (!ep->av)
+		return;
+	fi_addr = layer_av_find(ep->av, conn->peer_addr, ep->addrlen);
+	if (fi_addr == FI_ADDR_NOTAVAIL || layer_av_resolve(ep->av, fi_addr, NULL, &index))
+		return;
+	if (index >= ep->out_conns_cnt && layer_conn_grow_out(ep, index))
+		return;
+	if (ep->out_conns[index])
+		return;
+	ep->out_conns[index] = conn;
+	conn->peer_index = index;
+	conn->is_tx = true;
+}
+
+void layer_conn_post_lazy_bufs(struct layer_ep *ep, struct layer_conn *conn)
+{
+	struct layer_rx_buf *buf;
+
+	for (; conn->lazy_bufs; conn->lazy_bufs--) {
+		buf = util_bufpool_get(&ep->buf_pool);
+		if (!buf)
+			return;
+		if (layer_core_post_buf(ep, conn, buf)) {
+			util_bufpool_put(&ep->buf_pool, buf);
+			return;
+		}
+	}
+}
+
 void layer_conn_connected(struct layer_conn *conn)
 {
 	if (conn->state != LAYER_CONN_CONNECTING)
@@ -97,7 +132,7 @@ void layer_conn_fail(struct layer_conn *conn, int err)
 	FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "closing connection: %s\n", fi_strerror(err));
 	conn->state = LAYER_CONN_CLOSED;
 	conn->fail_err = err;
-	if (conn->is_outgoing && conn->peer_index < ep->out_conns_cnt &&
+	if (conn->is_tx && conn->peer_index < ep->out_conns_cnt &&
 	    ep->out_conns[conn->peer_index] == conn)
 		ep->out_conns[conn->peer_index] = NULL;
 	/*

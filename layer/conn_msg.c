@@ -16,8 +16,10 @@ _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockadd
 	       "the hello holds a listening address (MSG cores have sockaddr addresses only)");
 
 /*
- * Buffers posted on a connection: incoming ones carry the peer's messages; on outgoing ones
- * only control replies (rendezvous ACKs) arrive, and the core holds what finds no buffer.
+ * Buffers posted on a connection: incoming ones carry the peer's messages. On outgoing ones
+ * control replies (rendezvous ACKs) arrive, and user data only once the peer has adopted
+ * the connection (layer_conn_adopt): the rest of the buffers are posted then. The core
+ * holds what finds no buffer.
  */
 #define LAYER_CTRL_BUF_CNT 8
 
@@ -58,9 +60,14 @@ static void layer_msg_close_core_ep(struct layer_conn *conn)
 static int layer_msg_setup_core(struct layer_ep *ep, struct layer_conn *conn,
 				struct fi_info *info)
 {
-	size_t i, buf_cnt = conn->is_outgoing ? LAYER_CTRL_BUF_CNT : layer_settings.rx_buf_cnt;
+	size_t i, buf_cnt = layer_settings.rx_buf_cnt;
 	struct layer_rx_buf *buf;
 	int ret;
+
+	if (conn->is_outgoing && buf_cnt > LAYER_CTRL_BUF_CNT) {
+		conn->lazy_bufs = buf_cnt - LAYER_CTRL_BUF_CNT;
+		buf_cnt = LAYER_CTRL_BUF_CNT;
+	}
 
 	ret = fi_endpoint(ep->domain->core_domain, info, &conn->core_ep, conn);
 	if (ret)
@@ -182,6 +189,8 @@ static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry 
 	ret = layer_msg_setup_core(ep, conn, entry->info);
 	if (!ret)
 		ret = fi_accept(conn->core_ep, NULL, 0);
+	if (!ret)
+		layer_conn_adopt(ep, conn);
 	if (ret) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "accept failed: %s\n", fi_strerror(-ret));
 		if (conn->core_ep)

@@ -8,12 +8,15 @@
  * layer_core_read, which need no kind: a connection names the core endpoint to use and the
  * peer's address on it (FI_ADDR_UNSPEC on a connected endpoint).
  *
- * Connections are one-way for user data: an endpoint sends a peer's messages on the
- * connection it opened to that peer, and receives on the connections peers opened to it.
- * Two endpoints that send to each other thus use two connections, which removes the
- * simultaneous-connect race altogether (nothing to resolve, nothing lost or duplicated) and
- * makes sending to oneself the ordinary case. Control replies (rendezvous reads and ACKs)
- * travel back on the connection the request came in on.
+ * Each direction of a peer pair has one connection that carries its user data, so messages
+ * from one peer arrive in the order sent. An endpoint sends a peer's messages on the
+ * connection in ep->out_conns for that peer: the one it opened on the first send, or, when a
+ * peer in the AV connected first, that peer's incoming connection, adopted when it is
+ * accepted (MSG core), so that a ping-pong runs over one transport connection whose replies
+ * carry its acknowledgements. Two endpoints that connect to each other at the same time keep
+ * one connection each, used one way: there is nothing to resolve, nothing lost or
+ * duplicated, and sending to oneself is the ordinary case. Control replies (rendezvous reads
+ * and ACKs) travel back on the connection the request came in on.
  *
  * MSG core: a connection is a core endpoint of its own; a passive endpoint listens, and the
  * connection request carries the requester's listening address. RDM core: the endpoint has
@@ -58,7 +61,10 @@ struct layer_conn {
 	enum layer_conn_state state;
 	int fail_err;                  /* positive errno the connection failed with */
 	bool is_outgoing;              /* opened by this endpoint to send to peer_index */
-	size_t peer_index;             /* outgoing: AV index it serves */
+	bool is_tx;                    /* sends to peer_index (ep->out_conns) go on it */
+	size_t peer_index;             /* is_tx: the AV index it serves */
+	size_t lazy_bufs;              /* bounce buffers to post when user data first comes
+					* in (MSG: a connection this endpoint opened) */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
 	struct layer_rdm_peer *rdm_peer; /* RDM: the peer it belongs to, NULL once closed */
 	struct util_dlist peer_link;   /* RDM, outgoing: rdm_peer->out_conns */
@@ -277,6 +283,13 @@ void layer_conn_reap(struct layer_ep *ep);
 void layer_conn_free_all(struct layer_ep *ep);
 /* Connecting (conn_msg.c: FI_CONNECTED; conn_rdm.c: the peer knows us) is done. */
 void layer_conn_connected(struct layer_conn *conn);
+/*
+ * An accepted connection from a peer in the AV that this endpoint has no connection to send
+ * on yet becomes that peer's: the endpoint's sends to it share the connection.
+ */
+void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn);
+/* User data came in on a connection that has conn->lazy_bufs left to post: posts them. */
+void layer_conn_post_lazy_bufs(struct layer_ep *ep, struct layer_conn *conn);
 
 /* proto.c (ep->lock held) */
 /*

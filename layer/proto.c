@@ -532,6 +532,8 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 		return;
 	}
 
+	if (unlikely(conn->lazy_bufs))
+		layer_conn_post_lazy_bufs(ep, conn);
 	buf->src_addr = ep->av ? layer_av_find(ep->av, conn->peer_addr, ep->addrlen) :
 				 FI_ADDR_NOTAVAIL;
 	if (hdr->flags & LAYER_HDR_TAGGED) {

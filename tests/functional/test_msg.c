@@ -961,6 +961,111 @@ static void test_unexpected_burst(void)
 	check_no_stray("unexpected burst");
 }
 
+/*
+ * TCP connections in ESTABLISHED state on 127.0.0.1 whose local port is port, from
+ * /proc/net/tcp: a listener's accepted connections. -1 when the table cannot be read.
+ */
+static int established_on_port(unsigned port)
+{
+	unsigned local_addr, local_port, state;
+	char line[256];
+	int cnt = 0;
+	FILE *f;
+
+	f = fopen("/proc/net/tcp", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, " %*u: %8X:%4X %*8X:%*4X %2X", &local_addr, &local_port,
+			   &state) != 3)
+			continue;
+		/* 01: TCP_ESTABLISHED; addresses are in network order, as the kernel stores them */
+		if (state == 1 && local_port == port && local_addr == htonl(INADDR_LOOPBACK))
+			cnt++;
+	}
+	fclose(f);
+	return cnt;
+}
+
+/*
+ * Two fresh endpoints that know each other: x sends first, y answers. y has x in its AV when
+ * x connects, so y's answers, eager and rendezvous, and a burst of unexpected ones go back on
+ * x's connection (fi_layer(7), PROTOCOL): x's listener never accepts anything.
+ */
+static void test_reply_shares_connection(void)
+{
+	static char sbuf[256 * KIB], rbuf[256 * KIB];
+	const size_t sizes[] = {8, 256 * KIB};
+	struct fi_context2 sctx, rctx, ctx[100];
+	size_t vals[100];
+	struct sockaddr_in *sin;
+	struct lt_comp comp;
+	fi_addr_t x_to_y, y_to_x;
+	struct lt_ep x, y;
+	size_t i, n, got, bad;
+	bool ok = true;
+
+	if (!lt_is_layer() || !lt_core_is_msg() || info->addr_format != FI_SOCKADDR_IN) {
+		lt_note("reply on the requester's connection: needs ofi_layer over a MSG core "
+			"with IPv4 addresses, not run");
+		return;
+	}
+	if (!LT_CHECK_RET(open_pair(&x, &y, &x_to_y, &y_to_x), 0, "reply path: two endpoints"))
+		return;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		lt_fill(sbuf, sizes[i], 40 + i);
+		memset(rbuf, 0, sizes[i]);
+		ok &= LT_CHECK_RET(lt_recv(&y, rbuf, sizes[i], FI_ADDR_UNSPEC, &rctx), 0,
+				   "reply path: y posts");
+		ok &= LT_CHECK_RET(lt_send(&x, sbuf, sizes[i], x_to_y, &sctx), 0,
+				   "reply path: x sends %zu bytes", sizes[i]);
+		ok &= wait_tx(&x, &sctx, "reply path: x's send") &&
+		      next_comp(&y.rx, &comp, "reply path: y receives") &&
+		      LT_CHECK(lt_verify(rbuf, sizes[i], 40 + i) == sizes[i],
+			       "reply path: request of %zu bytes intact", sizes[i]);
+
+		lt_fill(sbuf, sizes[i], 50 + i);
+		memset(rbuf, 0, sizes[i]);
+		ok &= LT_CHECK_RET(lt_recv(&x, rbuf, sizes[i], y_to_x, &rctx), 0,
+				   "reply path: x posts");
+		ok &= LT_CHECK_RET(lt_send(&y, sbuf, sizes[i], y_to_x, &sctx), 0,
+				   "reply path: y answers %zu bytes", sizes[i]);
+		ok &= wait_tx(&y, &sctx, "reply path: y's answer") &&
+		      next_comp(&x.rx, &comp, "reply path: x receives") &&
+		      LT_CHECK(comp.src == x_to_y, "reply path: answer's source is y") &&
+		      LT_CHECK(lt_verify(rbuf, sizes[i], 50 + i) == sizes[i],
+			       "reply path: answer of %zu bytes intact", sizes[i]);
+	}
+	/* more than the few buffers a connection starts with before it carries user data */
+	n = sizeof(ctx) / sizeof(ctx[0]);
+	for (i = 0, bad = 0; i < n && ok; i++) {
+		vals[i] = i;
+		if (lt_send(&y, &vals[i], sizeof(vals[i]), y_to_x, &ctx[i]))
+			bad++;
+	}
+	for (i = 0; i < n && ok && !bad; i++) {
+		if (lt_recv(&x, &got, sizeof(got), y_to_x, &rctx) ||
+		    !lt_cq_next(&x.rx, &comp, LT_TIMEOUT_MS) || comp.err || got != i)
+			bad++;
+	}
+	for (i = 0; i < n && ok && !bad; i++) {
+		if (!lt_cq_next(&y.tx, &comp, LT_TIMEOUT_MS) || comp.err)
+			bad++;
+	}
+	LT_CHECK(ok && !bad, "reply path: a burst of %zu answers arrives in order", n);
+
+	sin = (struct sockaddr_in *) x.addr;
+	LT_CHECK(established_on_port(ntohs(sin->sin_port)) == 0,
+		 "reply path: y answered on x's connection (x accepted %d)",
+		 established_on_port(ntohs(sin->sin_port)));
+	sin = (struct sockaddr_in *) y.addr;
+	LT_CHECK(established_on_port(ntohs(sin->sin_port)) == 1,
+		 "reply path: one connection between x and y (y accepted %d)",
+		 established_on_port(ntohs(sin->sin_port)));
+	lt_ep_close(&x);
+	lt_ep_close(&y);
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_info *hints;
@@ -1009,6 +1114,7 @@ int main(int argc, char **argv)
 	test_self();
 	test_burst();
 	test_unexpected_burst();
+	test_reply_shares_connection();
 
 	lt_ep_close(&a);
 	lt_ep_close(&b);
