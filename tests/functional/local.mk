@@ -68,3 +68,7 @@ tests_functional_test_tagged_threads_LDADD = $(func_ldadd)
 dist_check_SCRIPTS += tests/functional/run_over_net.sh
 TESTS += tests/functional/run_over_net.sh
 EXTRA_DIST += tests/functional/lsan_net.supp
+
+# libfabric's own fi_pingpong between two processes over ofi_layer; 77 without libfabric-bin.
+dist_check_SCRIPTS += tests/functional/run_fi_pingpong.sh
+TESTS += tests/functional/run_fi_pingpong.sh
