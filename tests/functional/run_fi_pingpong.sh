@@ -1,7 +1,8 @@
 #!/bin/sh
 # libfabric's own test program fi_pingpong (Debian package libfabric-bin) between two processes
 # over ofi_layer on 127.0.0.1: reliable-datagram endpoints, FI_MSG and FI_TAGGED, every size it
-# knows (1 B to 8 MiB) with its data integrity check, over tcp;ofi_layer and net;ofi_layer.
+# knows (1 B to 8 MiB) with its data integrity check, over tcp;ofi_layer, net;ofi_layer and
+# shm;ofi_layer.
 # Skipped (77) when fi_pingpong is not installed; a core that is not offered is left out.
 # LAYER_PINGPONG_ITERS sets the round trips per size (default 20).
 set -u
@@ -56,7 +57,7 @@ pingpong() {
 }
 
 pass=0 fail=0 skip=0
-for prov in "tcp;ofi_layer" "net;ofi_layer"; do
+for prov in "tcp;ofi_layer" "net;ofi_layer" "shm;ofi_layer"; do
 	if ! fi_info -p "$prov" -t FI_EP_RDM >/dev/null 2>&1; then
 		echo "SKIP: $prov not offered"
 		skip=$((skip + 1))
