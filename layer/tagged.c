@@ -29,13 +29,13 @@ void layer_tagged_arrive(struct layer_ep *ep, struct layer_rx_buf *buf)
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	struct util_tagm_recv *recv;
 
-	recv = util_tagm_recv_match(&ep->tagm, hdr->tag, buf->src_addr);
+	recv = util_tagm_recv_match(&ep->tagm, hdr->tag, buf->src_addr, UTIL_TAGM_NO_GROUP);
 	if (recv) {
 		layer_proto_deliver(ep, container_of(recv, struct layer_rx, tagm), buf);
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}
-	util_tagm_msg_add(&ep->tagm, &buf->tagm, hdr->tag, buf->src_addr);
+	util_tagm_msg_add(&ep->tagm, &buf->tagm, hdr->tag, buf->src_addr, UTIL_TAGM_NO_GROUP);
 	layer_proto_replace_buf(ep, buf->conn);
 }
 

@@ -13,6 +13,11 @@
  * list in arrival order for wildcard receives. A claimed message leaves both and waits in a
  * hash by owner, where nothing but util_tagm_msg_take_claimed() can reach it.
  *
+ * Sources: a receive accepts any sender (UTIL_TAGM_ANY_SRC), or names one value that a
+ * message matches by its sender or by its group: a second value the caller gives a message
+ * when it arrives (the set of senders it belongs to, such as an authorization key), which
+ * costs nothing to messages and receives that have none.
+ *
  * Entries are intrusive: the caller embeds struct util_tagm_recv / struct util_tagm_msg in
  * its own receive and message structs and gets back with container_of. The engine never
  * allocates per entry; its only allocations are bucket arrays, at init and when a hash grows
@@ -32,6 +37,12 @@
 /* A receive's source when any source may match. Same value as FI_ADDR_UNSPEC. */
 #define UTIL_TAGM_ANY_SRC UINT64_MAX
 _Static_assert(UTIL_TAGM_ANY_SRC == FI_ADDR_UNSPEC, "UTIL_TAGM_ANY_SRC is FI_ADDR_UNSPEC");
+/*
+ * A message's group when it belongs to none. A group is a second name a directed receive may
+ * give instead of the sender's (a provider's sets of senders: an authorization key, say); it
+ * must never equal a source value. UTIL_TAGM_ANY_SRC, so no directed receive names it.
+ */
+#define UTIL_TAGM_NO_GROUP UTIL_TAGM_ANY_SRC
 
 /* Buckets per hash when util_tagm_init() is given 0. */
 #define UTIL_TAGM_DEFAULT_BUCKETS 1024
@@ -43,7 +54,7 @@ struct util_tagm_recv {
 	struct util_dlist link; /* in its tag's bucket (exact) or in the wildcard list */
 	uint64_t tag;
 	uint64_t ignore;        /* tag bits that do not take part; 0: an exact receive */
-	uint64_t src;           /* the only source accepted, or UTIL_TAGM_ANY_SRC */
+	uint64_t src;           /* the only source (or group) accepted, or UTIL_TAGM_ANY_SRC */
 	uint64_t seq;           /* post order, unique per engine */
 };
 
@@ -53,6 +64,7 @@ struct util_tagm_msg {
 	struct util_dlist arrival_link; /* in the arrival list; detached while claimed */
 	uint64_t tag;
 	uint64_t src;                   /* the sender; compared as is with receives' src */
+	uint64_t group;                 /* the sender's group, or UTIL_TAGM_NO_GROUP */
 	uint64_t seq;                   /* arrival order, unique per engine */
 	void *owner;                    /* NULL, or the context that claimed the message */
 };

@@ -43,9 +43,11 @@ UTIL_TAGM_INLINE void util_tagm_hash_remove(struct util_tagm_hash *hash, struct 
 	hash->cnt--;
 }
 
-UTIL_TAGM_INLINE bool util_tagm_src_is_match(uint64_t recv_src, uint64_t msg_src)
+/* A receive's src names any sender, the message's sender, or the message's group. */
+UTIL_TAGM_INLINE bool util_tagm_src_is_match(uint64_t recv_src, uint64_t msg_src,
+					     uint64_t msg_group)
 {
-	return recv_src == UTIL_TAGM_ANY_SRC || recv_src == msg_src;
+	return recv_src == UTIL_TAGM_ANY_SRC || recv_src == msg_src || recv_src == msg_group;
 }
 
 UTIL_TAGM_INLINE bool util_tagm_tag_is_match(uint64_t recv_tag, uint64_t ignore, uint64_t tag)
@@ -70,7 +72,8 @@ UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_of_arrival(struct util_dlis
 
 /*
  * Posts a receive: it will match messages whose tag equals tag outside the ignore bits, from
- * src (or from anyone with UTIL_TAGM_ANY_SRC), after every receive posted before it.
+ * src or of the group src (or from anyone with UTIL_TAGM_ANY_SRC), after every receive posted
+ * before it.
  */
 UTIL_TAGM_INLINE void util_tagm_recv_post(struct util_tagm *tagm, struct util_tagm_recv *recv,
 					  uint64_t tag, uint64_t ignore, uint64_t src)
@@ -99,11 +102,13 @@ UTIL_TAGM_INLINE void util_tagm_recv_remove(struct util_tagm *tagm, struct util_
 }
 
 /*
- * A message (tag, src) arrives: returns the earliest-posted receive that matches it, removed,
- * or NULL (then the caller keeps the message with util_tagm_msg_add).
+ * A message (tag, src, group) arrives: returns the earliest-posted receive that matches it,
+ * removed, or NULL (then the caller keeps the message with util_tagm_msg_add). group is
+ * UTIL_TAGM_NO_GROUP for a sender in none.
  */
 UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *tagm,
-							     uint64_t tag, uint64_t src)
+							     uint64_t tag, uint64_t src,
+							     uint64_t group)
 {
 	struct util_tagm_recv *exact = NULL, *recv;
 	struct util_dlist *head, *item;
@@ -113,7 +118,7 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *t
 		head = util_tagm_bucket(&tagm->recv_hash, tag);
 		util_dlist_foreach(head, item) {
 			recv = util_tagm_recv_of(item);
-			if (recv->tag == tag && util_tagm_src_is_match(recv->src, src)) {
+			if (recv->tag == tag && util_tagm_src_is_match(recv->src, src, group)) {
 				exact = recv;
 				break;
 			}
@@ -127,7 +132,7 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *t
 			if (exact && recv->seq > exact->seq)
 				break;
 			if (util_tagm_tag_is_match(recv->tag, recv->ignore, tag) &&
-			    util_tagm_src_is_match(recv->src, src)) {
+			    util_tagm_src_is_match(recv->src, src, group)) {
 				util_dlist_remove(&recv->link);
 				tagm->wild_cnt--;
 				return recv;
@@ -140,12 +145,16 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *t
 	return exact;
 }
 
-/* Keeps a message (tag, src) that matched no posted receive, behind every earlier arrival. */
+/*
+ * Keeps a message (tag, src, group) that matched no posted receive, behind every earlier
+ * arrival.
+ */
 UTIL_TAGM_INLINE void util_tagm_msg_add(struct util_tagm *tagm, struct util_tagm_msg *msg,
-					uint64_t tag, uint64_t src)
+					uint64_t tag, uint64_t src, uint64_t group)
 {
 	msg->tag = tag;
 	msg->src = src;
+	msg->group = group;
 	msg->seq = tagm->msg_seq++;
 	msg->owner = NULL;
 	util_tagm_hash_insert(&tagm->msg_hash, &msg->hash_link, tag);
@@ -154,7 +163,8 @@ UTIL_TAGM_INLINE void util_tagm_msg_add(struct util_tagm *tagm, struct util_tagm
 
 /*
  * The earliest-arrived unclaimed message that a receive (tag, ignore, src) would match, left
- * in place (FI_PEEK); NULL when none. Exact receives look at the tag's bucket only.
+ * in place (FI_PEEK); NULL when none. src names a sender or a group. Exact receives look at
+ * the tag's bucket only.
  */
 UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_tagm *tagm,
 							    uint64_t tag, uint64_t ignore,
@@ -170,7 +180,7 @@ UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_ta
 		head = util_tagm_bucket(&tagm->msg_hash, tag);
 		util_dlist_foreach(head, item) {
 			msg = util_tagm_msg_of_hash(item);
-			if (msg->tag == tag && util_tagm_src_is_match(src, msg->src))
+			if (msg->tag == tag && util_tagm_src_is_match(src, msg->src, msg->group))
 				return msg;
 		}
 		return NULL;
@@ -179,7 +189,7 @@ UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_ta
 	util_dlist_foreach(&tagm->msg_arrival, item) {
 		msg = util_tagm_msg_of_arrival(item);
 		if (util_tagm_tag_is_match(tag, ignore, msg->tag) &&
-		    util_tagm_src_is_match(src, msg->src))
+		    util_tagm_src_is_match(src, msg->src, msg->group))
 			return msg;
 	}
 	return NULL;

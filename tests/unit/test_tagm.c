@@ -119,10 +119,10 @@ static void post(struct fixture *f, int id, uint64_t tag, uint64_t ignore, uint6
 	f->recvs[id].is_in = true;
 }
 
-/* A message arrives: the id of the receive it matched (now out), or -1. */
-static int arrive(struct fixture *f, uint64_t tag, uint64_t src)
+/* A message of a group arrives: the id of the receive it matched (now out), or -1. */
+static int arrive_in(struct fixture *f, uint64_t tag, uint64_t src, uint64_t group)
 {
-	int id = recv_id(f, util_tagm_recv_match(&f->tagm, tag, src));
+	int id = recv_id(f, util_tagm_recv_match(&f->tagm, tag, src, group));
 
 	if (id >= 0) {
 		assert_true(f->recvs[id].is_in);
@@ -131,11 +131,22 @@ static int arrive(struct fixture *f, uint64_t tag, uint64_t src)
 	return id;
 }
 
-static void add(struct fixture *f, int id, uint64_t tag, uint64_t src)
+/* A message in no group arrives. */
+static int arrive(struct fixture *f, uint64_t tag, uint64_t src)
+{
+	return arrive_in(f, tag, src, UTIL_TAGM_NO_GROUP);
+}
+
+static void add_in(struct fixture *f, int id, uint64_t tag, uint64_t src, uint64_t group)
 {
 	assert_false(f->msgs[id].is_in);
-	util_tagm_msg_add(&f->tagm, &f->msgs[id].entry, tag, src);
+	util_tagm_msg_add(&f->tagm, &f->msgs[id].entry, tag, src, group);
 	f->msgs[id].is_in = true;
+}
+
+static void add(struct fixture *f, int id, uint64_t tag, uint64_t src)
+{
+	add_in(f, id, tag, src, UTIL_TAGM_NO_GROUP);
 }
 
 /* A receive consumes the earliest matching unexpected message: its id, or -1. */
@@ -389,6 +400,47 @@ static void test_sources_directed_and_any(void **state)
 	assert_int_equal(take(f, tag, 0, 2), -1);
 	assert_int_equal(take(f, tag, 0, 1), 2);
 	assert_counts(f, 0, 0, 0, 0);
+}
+
+/*
+ * Groups: a directed receive may name a message's group instead of its sender (an
+ * authorization key standing for the senders that use it); a message in no group matches
+ * only by its sender; order rules are the same.
+ */
+static void test_groups(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t tag = 7, g1 = 0x100, g2 = 0x200;
+
+	post(f, 0, tag, 0, g1);
+	post(f, 1, tag, 0, 5);
+	post(f, 2, 4, 0x3, g2);
+	post(f, 3, tag, 0, g1);
+
+	/* sender 5 in group g2: its own receive, then the wildcard of g2 */
+	assert_int_equal(arrive_in(f, tag, 5, g2), 1);
+	assert_int_equal(arrive_in(f, tag, 5, g2), 2);
+	assert_int_equal(arrive_in(f, tag, 5, g2), -1);
+	/* no group: a group receive never takes it */
+	assert_int_equal(arrive(f, tag, 6), -1);
+	assert_int_equal(arrive_in(f, tag, 6, g1), 0);
+	assert_int_equal(arrive_in(f, tag, 9, g1), 3);
+	assert_counts(f, 0, 0, 0, 0);
+
+	/* unexpected side, exact and wildcard searches, peek too */
+	add_in(f, 0, tag, 5, g2);
+	add(f, 1, tag, 6);
+	add_in(f, 2, tag, 6, g1);
+	add_in(f, 3, tag - 1, 5, g1);
+	assert_int_equal(peek(f, tag, 0, g1), 2);
+	assert_int_equal(take(f, tag, 0x1, g1), 2);
+	assert_int_equal(take(f, tag, 0, g1), -1);
+	assert_int_equal(take(f, tag, 0x1, g1), 3);
+	assert_int_equal(take(f, tag, 0, 6), 1);
+	assert_int_equal(take(f, tag, 0, g1), -1);
+	assert_int_equal(take(f, tag, 0, g2), 0);
+	assert_counts(f, 0, 0, 0, 0);
+	assert_int_equal(util_tagm_check(&f->tagm), 0);
 }
 
 static void test_unexpected_arrival_order(void **state)
@@ -1016,6 +1068,7 @@ int main(void)
 		TAGM_TEST(test_order_exact_posted_first),
 		TAGM_TEST(test_order_interleaved),
 		TAGM_TEST(test_sources_directed_and_any),
+		TAGM_TEST(test_groups),
 		TAGM_TEST(test_unexpected_arrival_order),
 		TAGM_TEST(test_peek_does_not_remove),
 		TAGM_TEST(test_claim_hides_message),
