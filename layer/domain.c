@@ -213,6 +213,14 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	    info->ep_attr->type != FI_EP_UNSPEC)
 		return -FI_EINVAL;
 	fabric = container_of(fabric_fid, struct layer_fabric, fabric_fid);
+	/* A default key of 1 to 32 bytes, or FI_AV_AUTH_KEY without one (fi_av(3) 1.20). */
+	if (!FI_VERSION_LT(fabric->api_version, FI_VERSION(1, 5)) &&
+	    !layer_auth_key_attr_ok(info->domain_attr->auth_key,
+				    info->domain_attr->auth_key_size, true)) {
+		FI_WARN(&layer_prov, FI_LOG_DOMAIN, "domain auth_key: 1 to 32 bytes, or "
+			"auth_key_size FI_AV_AUTH_KEY with no key\n");
+		return -FI_EINVAL;
+	}
 
 	domain = calloc(1, sizeof(*domain));
 	if (!domain)
@@ -244,7 +252,16 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 		break;
 	}
 	domain->mr_mode = info->domain_attr->mr_mode;
-	domain->auth_key_size = info->domain_attr->auth_key_size;
+	/* fi_domain(3): the key fields count from API 1.5 on */
+	if (!FI_VERSION_LT(fabric->api_version, FI_VERSION(1, 5))) {
+		if (info->domain_attr->auth_key_size == FI_AV_AUTH_KEY) {
+			domain->auth_key_size = FI_AV_AUTH_KEY;
+		} else if (info->domain_attr->auth_key_size) {
+			domain->auth_key.len = (uint8_t) info->domain_attr->auth_key_size;
+			memcpy(domain->auth_key.bytes, info->domain_attr->auth_key,
+			       domain->auth_key.len);
+		}
+	}
 	atomic_init(&domain->next_mr_key, 0);
 	atomic_init(&domain->ref, 0);
 

@@ -175,6 +175,8 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 	const struct fi_tx_attr *tx = hints->tx_attr;
 	const struct fi_rx_attr *rx = hints->rx_attr;
 	const struct fi_ep_attr *ep = hints->ep_attr;
+	/* fi_domain(3), fi_endpoint(3): the key fields count from API 1.5 on */
+	bool has_keys = !FI_VERSION_LT(version, FI_VERSION(1, 5));
 
 	if (hints->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS))
 		return false;
@@ -185,7 +187,10 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 			return false;
 		if (ep->tx_ctx_cnt > 1 || ep->rx_ctx_cnt > 1)
 			return false;
-		if (ep->auth_key_size || ep->auth_key)
+		/* an endpoint's own key; not with keys from the AV (fi_av(3) 1.20) */
+		if (has_keys &&
+		    (!layer_auth_key_attr_ok(ep->auth_key, ep->auth_key_size, false) ||
+		     (ep->auth_key_size && da && da->auth_key_size == FI_AV_AUTH_KEY)))
 			return false;
 		if (ep->protocol != FI_PROTO_UNSPEC)
 			return false;
@@ -214,8 +219,8 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 			return false;
 		if (da->caps & ~LAYER_DOMAIN_CAPS)
 			return false;
-		/* AV authorization keys (fi_av(3) 1.20) are the only kind offered */
-		if ((da->auth_key_size && da->auth_key_size != FI_AV_AUTH_KEY) || da->auth_key)
+		/* a default key, or keys from the AV (FI_AV_AUTH_KEY, fi_av(3) 1.20) */
+		if (has_keys && !layer_auth_key_attr_ok(da->auth_key, da->auth_key_size, true))
 			return false;
 		if (da->cq_data_size > sizeof(uint64_t))
 			return false;
@@ -228,8 +233,22 @@ static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 		if (da->resource_mgmt == FI_RM_DISABLED)
 			return false;
 	}
-	(void) version;
 	return true;
+}
+
+/* Copies a key attribute of the hints into an info's (fi_freeinfo frees it). */
+static int layer_copy_auth_key(const uint8_t *key, size_t size, uint8_t **out_key,
+			       size_t *out_size)
+{
+	*out_key = NULL;
+	*out_size = size;
+	if (!key)
+		return 0;
+	*out_key = malloc(size);
+	if (!*out_key)
+		return -FI_ENOMEM;
+	memcpy(*out_key, key, size);
+	return 0;
 }
 
 /* mr_mode granted to the application: the provider needs none of the optional bits. */
@@ -318,10 +337,28 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->domain_attr->max_ep_stx_ctx = 0;
 	info->domain_attr->max_ep_srx_ctx = 0;
 	info->domain_attr->cntr_cnt = 1024;
-	/* asked for: AV authorization keys on, reported as asked */
-	info->domain_attr->auth_key_size =
-		hints && hints->domain_attr && hints->domain_attr->auth_key_size == FI_AV_AUTH_KEY ?
-		FI_AV_AUTH_KEY : 0;
+	/* Keys as asked: FI_AV_AUTH_KEY, or a domain's or endpoint's key (fi_domain(3) and
+	 * fi_endpoint(3): only from API 1.5 on). */
+	free(info->domain_attr->auth_key);
+	info->domain_attr->auth_key = NULL;
+	info->domain_attr->auth_key_size = 0;
+	free(info->ep_attr->auth_key);
+	info->ep_attr->auth_key = NULL;
+	info->ep_attr->auth_key_size = 0;
+	if (hints && !FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+		if ((hints->domain_attr &&
+		     layer_copy_auth_key(hints->domain_attr->auth_key,
+					 hints->domain_attr->auth_key_size,
+					 &info->domain_attr->auth_key,
+					 &info->domain_attr->auth_key_size)) ||
+		    (hints->ep_attr &&
+		     layer_copy_auth_key(hints->ep_attr->auth_key, hints->ep_attr->auth_key_size,
+					 &info->ep_attr->auth_key,
+					 &info->ep_attr->auth_key_size))) {
+			fi_freeinfo(info);
+			return NULL;
+		}
+	}
 	info->domain_attr->max_err_data = 0;
 
 	/* libfabric appends ";ofi_layer" to the core's name. */

@@ -6,6 +6,7 @@
 #define LAYER_LAYER_H
 
 #include <stdatomic.h>
+#include <string.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -14,6 +15,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/providers/fi_prov.h>
 #include <rdma/providers/fi_log.h>
+#include <rdma/fi_ext_layer.h>
 
 #include "util/util.h"
 #include "util/list.h"
@@ -76,6 +78,35 @@ extern struct layer_settings layer_settings;
 /* Largest endpoint address the provider handles (struct sockaddr_in6, an FI_ADDR_STR name). */
 #define LAYER_ADDR_MAX LAYER_ADDR_STR_LEN
 
+/*
+ * An authorization key (fi_domain(3), fi_endpoint(3), fi_av(3) 1.20): an opaque string of 1
+ * to LAYER_AUTH_KEY_MAX bytes, compared byte for byte with its length; len 0 is no key.
+ */
+#define LAYER_AUTH_KEY_MAX FI_LAYER_AUTH_KEY_MAX_SIZE
+
+struct layer_key {
+	uint8_t len;
+	uint8_t bytes[LAYER_AUTH_KEY_MAX];
+};
+
+static inline bool layer_key_equal(const struct layer_key *a, const struct layer_key *b)
+{
+	return a->len == b->len && !memcmp(a->bytes, b->bytes, a->len);
+}
+
+/*
+ * Whether an auth_key / auth_key_size attribute pair is one the provider takes: none, a key
+ * of 1 to LAYER_AUTH_KEY_MAX bytes, or (a domain's, is_domain) FI_AV_AUTH_KEY with no key.
+ */
+static inline bool layer_auth_key_attr_ok(const uint8_t *key, size_t size, bool is_domain)
+{
+	if (!size)
+		return !key;
+	if (size == FI_AV_AUTH_KEY)
+		return is_domain && !key;
+	return key && size <= LAYER_AUTH_KEY_MAX;
+}
+
 /* getinfo.c */
 int layer_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		  const struct fi_info *hints, struct fi_info **info);
@@ -107,7 +138,8 @@ struct layer_domain {
 	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN, _IN6 or FI_ADDR_STR */
 	size_t addrlen;                /* size of one endpoint address */
 	uint64_t mr_mode;              /* as granted to the application */
-	size_t auth_key_size;          /* FI_AV_AUTH_KEY: keys come from the AV */
+	size_t auth_key_size;          /* FI_AV_AUTH_KEY: keys come from the AV; else 0 */
+	struct layer_key auth_key;     /* the domain's key (domain_attr->auth_key), or none */
 	_Atomic uint64_t next_mr_key;  /* keys for the provider's own registrations */
 	atomic_int ref;                /* objects open on this domain */
 };
