@@ -152,6 +152,20 @@ void layer_av_keys_unref_all(struct layer_av *av, fi_addr_t *keys, size_t count)
  */
 int layer_av_addr_key(struct layer_av *av, fi_addr_t fi_addr, fi_addr_t *key);
 /*
+ * The key the entry at table index was inserted with: its handle and bytes, or
+ * FI_ADDR_NOTAVAIL and len 0 when none. For a sender choosing the key of a connection.
+ * Takes av->lock.
+ */
+void layer_av_index_key(struct layer_av *av, size_t index, fi_addr_t *handle,
+			struct layer_key *key);
+/*
+ * The first of count key handles whose key equals key, or FI_ADDR_NOTAVAIL (a handle no
+ * longer live never matches). For a receiver telling which of its keys a peer uses. Takes
+ * av->lock.
+ */
+fi_addr_t layer_av_keys_find(struct layer_av *av, const fi_addr_t *handles, size_t count,
+			     const struct layer_key *key);
+/*
  * The fi_addr of the lowest live entry holding the (raw) address with the given key handle
  * (FI_ADDR_NOTAVAIL: inserted without a key), or FI_ADDR_NOTAVAIL. For the data path that
  * checks a peer's key.

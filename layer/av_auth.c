@@ -449,3 +449,45 @@ int layer_av_addr_key(struct layer_av *av, fi_addr_t fi_addr, fi_addr_t *key)
 	util_lock_release(&av->lock);
 	return 0;
 }
+
+void layer_av_index_key(struct layer_av *av, size_t index, fi_addr_t *handle,
+			struct layer_key *key)
+{
+	const uint8_t *bytes;
+	uint32_t key_index;
+
+	*handle = FI_ADDR_NOTAVAIL;
+	key->len = 0;
+	util_lock_acquire(&av->lock);
+	key_index = av->entry_keys && index < av->entry_keys_cap ? av->entry_keys[index] : 0;
+	if (key_index) {
+		bytes = util_av_table_get(&av->keys->table, key_index - 1);
+		*handle = layer_av_key_handle(av->keys, key_index - 1);
+		key->len = bytes[0];
+		memcpy(key->bytes, bytes + 1, key->len);
+	}
+	util_lock_release(&av->lock);
+}
+
+fi_addr_t layer_av_keys_find(struct layer_av *av, const fi_addr_t *handles, size_t count,
+			     const struct layer_key *key)
+{
+	fi_addr_t found = FI_ADDR_NOTAVAIL;
+	const uint8_t *bytes;
+	size_t i, index;
+
+	if (!key->len)
+		return FI_ADDR_NOTAVAIL;
+	util_lock_acquire(&av->lock);
+	for (i = 0; i < count; i++) {
+		if (layer_av_key_resolve(av, handles[i], &index))
+			continue;
+		bytes = util_av_table_get(&av->keys->table, index);
+		if (bytes[0] == key->len && !memcmp(bytes + 1, key->bytes, key->len)) {
+			found = handles[i];
+			break;
+		}
+	}
+	util_lock_release(&av->lock);
+	return found;
+}

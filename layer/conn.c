@@ -22,6 +22,7 @@ struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing)
 		return NULL;
 	conn->ep = ep;
 	conn->core_addr = FI_ADDR_UNSPEC;
+	conn->key = FI_ADDR_NOTAVAIL;
 	conn->is_outgoing = is_outgoing;
 	conn->is_tx = is_outgoing;
 	conn->state = LAYER_CONN_CONNECTING;
@@ -55,6 +56,7 @@ static int layer_conn_grow_out(struct layer_ep *ep, size_t index)
 int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 		   struct layer_conn **conn)
 {
+	struct layer_key key;
 	struct layer_conn *cur;
 	int ret;
 
@@ -73,7 +75,11 @@ int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 		layer_conn_fail(cur, FI_EADDRNOTAVAIL);
 		ep->out_conns[index] = NULL;
 	}
-	ret = ep->core->connect(ep, index, addr, &cur);
+	/* The key a connection's messages carry is chosen once, here (auth.c). */
+	ret = layer_auth_tx_key(ep, index, &key);
+	if (ret)
+		return ret;
+	ret = ep->core->connect(ep, index, addr, &key, &cur);
 	if (ret)
 		return ret;
 	ep->out_conns[index] = cur;

@@ -1,8 +1,10 @@
 /*
  * The endpoint over a connected (MSG) core: a passive endpoint listens for peers, an outgoing
  * connection is a core endpoint of its own, opened on the first send to a peer, with the
- * requester's listening address in its connection request; bounce buffers are posted per
- * connection; a connection that fails or shuts down fails what waits on it.
+ * requester's listening address and authorization key in its connection request; bounce
+ * buffers are posted per connection; a connection that fails or shuts down fails what waits
+ * on it. A request whose key the endpoint does not accept is rejected with the reason, and
+ * the requester fails the connection's sends with FI_EACCES.
  */
 #include "config.h"
 
@@ -132,12 +134,13 @@ err_close_pep:
 }
 
 static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr,
-			     struct layer_conn **conn_out)
+			     const struct layer_key *key, struct layer_conn **conn_out)
 {
 	struct layer_hello hello = {
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
 		.addrlen = (uint8_t) ep->addrlen,
+		.key_len = key->len,
 	};
 	struct layer_conn *conn;
 	int ret;
@@ -148,11 +151,14 @@ static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr
 	conn->peer_index = index;
 	memcpy(conn->peer_addr, addr, ep->addrlen);
 	memcpy(hello.addr, ep->addr, ep->addrlen);
+	memcpy(hello.key, key->bytes, key->len);
 
 	ret = layer_msg_setup_core(ep, conn, ep->core_info);
 	if (ret)
 		goto err_free_conn;
-	ret = fi_connect(conn->core_ep, addr, &hello, sizeof(hello));
+	/* without a key, the request is what it was before keys existed */
+	ret = fi_connect(conn->core_ep, addr, &hello,
+			 key->len ? sizeof(hello) : LAYER_HELLO_BASE_SIZE);
 	if (ret) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connect failed: %s\n", fi_strerror(-ret));
 		layer_msg_close_core_ep(conn);
@@ -167,17 +173,48 @@ err_free_conn:
 	return ret;
 }
 
+/*
+ * The key of a well-formed request: none when it ends after the address (a requester without
+ * a key, or one from before keys) or has key_len 0; false when the key part is malformed.
+ */
+static bool layer_msg_hello_key(const struct layer_hello *hello, size_t len,
+				struct layer_key *key)
+{
+	key->len = 0;
+	if (len < sizeof(*hello))
+		return len == LAYER_HELLO_BASE_SIZE;
+	if (hello->key_len > LAYER_AUTH_KEY_MAX)
+		return false;
+	key->len = hello->key_len;
+	memcpy(key->bytes, hello->key, key->len);
+	return true;
+}
+
 static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry *entry,
 				     size_t len)
 {
 	const struct layer_hello *hello = (const struct layer_hello *) entry->data;
+	const struct layer_reject reject = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.reason = LAYER_REJECT_AUTH_KEY,
+	};
+	struct layer_key key;
 	struct layer_conn *conn;
+	fi_addr_t key_handle;
 	int ret;
 
-	if (len < sizeof(*entry) + sizeof(*hello) || hello->magic != LAYER_HELLO_MAGIC ||
-	    hello->version != LAYER_PROTO_VERSION || hello->addrlen != ep->addrlen) {
+	if (len < sizeof(*entry) + LAYER_HELLO_BASE_SIZE || hello->magic != LAYER_HELLO_MAGIC ||
+	    hello->version != LAYER_PROTO_VERSION || hello->addrlen != ep->addrlen ||
+	    !layer_msg_hello_key(hello, len - sizeof(*entry), &key)) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "rejecting malformed connection request\n");
 		fi_reject(ep->core_pep, entry->info->handle, NULL, 0);
+		goto out;
+	}
+	/* Checked once here: everything on the connection is attributed to this key. */
+	if (!layer_auth_accepts(ep, &key, &key_handle)) {
+		layer_auth_refused(ep, "a connection request");
+		fi_reject(ep->core_pep, entry->info->handle, &reject, sizeof(reject));
 		goto out;
 	}
 	conn = layer_conn_alloc(ep, false);
@@ -186,6 +223,7 @@ static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry 
 		goto out;
 	}
 	memcpy(conn->peer_addr, hello->addr, ep->addrlen);
+	conn->key = key_handle;
 	ret = layer_msg_setup_core(ep, conn, entry->info);
 	if (!ret)
 		ret = fi_accept(conn->core_ep, NULL, 0);
@@ -204,6 +242,18 @@ out:
 	fi_freeinfo(entry->info);
 }
 
+/* Whether a failed connect was rejected for its key (struct layer_reject). */
+static bool layer_msg_is_key_reject(const struct fi_eq_err_entry *err)
+{
+	struct layer_reject reject;
+
+	if (err->err != FI_ECONNREFUSED || !err->err_data ||
+	    err->err_data_size < sizeof(reject))
+		return false;
+	memcpy(&reject, err->err_data, sizeof(reject));
+	return reject.magic == LAYER_HELLO_MAGIC && reject.reason == LAYER_REJECT_AUTH_KEY;
+}
+
 static void layer_msg_handle_eq_error(struct layer_ep *ep)
 {
 	struct fi_eq_err_entry err = { 0 };
@@ -217,6 +267,12 @@ static void layer_msg_handle_eq_error(struct layer_ep *ep)
 		return;
 	}
 	conn = err.fid->context;
+	if (layer_msg_is_key_reject(&err)) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connection refused: the peer does not "
+			"accept this endpoint's authorization key\n");
+		layer_conn_fail(conn, FI_EACCES);
+		return;
+	}
 	FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connection failed: %s\n", fi_strerror(err.err));
 	layer_conn_fail(conn, err.err ? err.err : FI_ECONNABORTED);
 }

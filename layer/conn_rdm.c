@@ -7,11 +7,19 @@
  * only when its own AV holds that address (net and sockets report FI_ADDR_NOTAVAIL
  * otherwise, shm a wrong index). So the first message from one endpoint to another is a
  * HELLO carrying the sender's address: the receiver inserts it into its core AV and answers
- * HELLO_ACK; the sender's connection is connected once it hears anything from the peer (an
- * answer, or a HELLO of the peer's: either way the peer's core AV holds the sender), and
- * keeps what the application sends until then. Every message after that carries a core
- * source the receiver knows, which maps it to the peer and its incoming connection; replies
- * go to the peer's core address.
+ * HELLO_ACK; the sender's connection is connected once that answer comes, and keeps what the
+ * application sends until then. Every message after that carries a core source the receiver
+ * knows, which maps it to the peer; replies go to the peer's core address.
+ *
+ * Authorization keys: each key a sender uses with a peer is a slot of that peer (0, 1...,
+ * in the order first used), announced by a HELLO that carries the key after the address
+ * (the HELLO's msg_id is the slot); the peer's messages name their slot (key_slot), so one
+ * peer may send under several keys. The receiver checks a slot's key once, at its HELLO, and
+ * answers HELLO_ACK or, refusing it, HELLO_NAK: the sender then fails the connections of
+ * that slot with FI_EACCES, having sent nothing else on them. Each slot of a peer is an
+ * incoming connection of its own, so whatever arrives is attributed to the slot's key. A
+ * peer from before keys says HELLO without a key and may skip it: slot 0 without a HELLO is
+ * a peer without a key. Messages on a refused or unannounced slot are dropped and counted.
  *
  * The core reports errors per operation, never per connection: an operation fails alone,
  * unless the error says the peer is gone (or its HELLO could not be sent), which fails every
@@ -27,19 +35,42 @@
 #include "layer/ep.h"
 #include "layer/av.h"
 
+/* A slot's key before its first acceptance: never equal to an AV key handle. */
+#define LAYER_RDM_NO_KEY_YET ((fi_addr_t) 0)
 /* Bounce buffers kept posted on the core endpoint: rx_buf_cnt for each of a few peers. */
 #define LAYER_RDM_BUF_FACTOR 4
 /* Core fi_addr values past this are not table indices: the core ignored FI_AV_TABLE. */
 #define LAYER_RDM_MAX_PEERS (1u << 24)
 
+/* What the endpoint made of one of a peer's key slots (the peer numbers them). */
+enum layer_rdm_slot_state {
+	LAYER_RDM_SLOT_UNKNOWN,        /* never announced */
+	LAYER_RDM_SLOT_ACCEPTED,
+	LAYER_RDM_SLOT_REFUSED,
+};
+
+struct layer_rdm_in_slot {
+	struct layer_conn *conn;       /* where the slot's messages arrive; NULL until one does */
+	fi_addr_t key;                 /* ACCEPTED: the AV key handle, or FI_ADDR_NOTAVAIL */
+	enum layer_rdm_slot_state state;
+};
+
+/* One of the keys this endpoint sends to a peer with (the slot is its index). */
+struct layer_rdm_out_slot {
+	struct layer_key key;
+	bool is_hello_sent;            /* its HELLO is on its way or answered */
+	bool is_acked;                 /* the peer accepted it: its connections may send */
+};
+
 /* One address the endpoint exchanges messages with. */
 struct layer_rdm_peer {
 	UT_hash_handle hh;             /* ep->rdm.by_addr */
 	fi_addr_t core_addr;           /* in ep->rdm.core_av */
-	bool knows_us;                 /* its core AV holds our address: it may be sent to */
-	bool is_hello_sent;            /* a HELLO is on its way or answered */
 	bool is_failing;               /* its connections are being failed */
-	struct layer_conn *in_conn;    /* where its messages arrive; NULL until one does */
+	struct layer_rdm_in_slot *in;  /* by the peer's slot; in_cnt entries */
+	size_t in_cnt;
+	struct layer_rdm_out_slot *out; /* by our slot; out_cnt in use */
+	size_t out_cnt;
 	struct util_dlist out_conns;   /* struct layer_conn by peer_link: sends to it */
 	uint8_t addr[LAYER_ADDR_MAX];  /* normalised, ep->addrlen bytes (the hash key) */
 };
@@ -152,78 +183,152 @@ static struct layer_conn *layer_rdm_conn_alloc(struct layer_ep *ep, struct layer
 	return conn;
 }
 
-/* The connection the peer's messages arrive on (and replies to them leave by). */
-static struct layer_conn *layer_rdm_in_conn(struct layer_ep *ep, struct layer_rdm_peer *peer)
+/* Makes room for the peer's slot in peer->in: 0 or -FI_ENOMEM. */
+static int layer_rdm_in_grow(struct layer_rdm_peer *peer, size_t slot)
 {
-	struct layer_conn *conn = peer->in_conn;
+	struct layer_rdm_in_slot *in;
+	size_t cnt, i;
 
-	if (conn)
-		return conn;
+	if (slot < peer->in_cnt)
+		return 0;
+	cnt = UTIL_MAX(peer->in_cnt * 2, (size_t) 4);
+	while (cnt <= slot)
+		cnt *= 2;
+	in = realloc(peer->in, cnt * sizeof(*in));
+	if (!in)
+		return -FI_ENOMEM;
+	for (i = peer->in_cnt; i < cnt; i++)
+		in[i] = (struct layer_rdm_in_slot) { .key = FI_ADDR_NOTAVAIL };
+	peer->in = in;
+	peer->in_cnt = cnt;
+	return 0;
+}
+
+/* Decides a slot's fate from the key it was announced with. */
+static void layer_rdm_in_decide(struct layer_ep *ep, struct layer_rdm_in_slot *in,
+				const struct layer_key *key)
+{
+	in->state = layer_auth_accepts(ep, key, &in->key) ? LAYER_RDM_SLOT_ACCEPTED :
+							    LAYER_RDM_SLOT_REFUSED;
+}
+
+/*
+ * The connection a slot's messages arrive on (and replies to them leave by), created on
+ * first use; NULL without memory. A slot 0 never announced is a peer from before keys: no
+ * key, accepted or refused here.
+ */
+static struct layer_conn *layer_rdm_in_conn(struct layer_ep *ep, struct layer_rdm_peer *peer,
+					    size_t slot)
+{
+	static const struct layer_key no_key;
+	struct layer_rdm_in_slot *in;
+	struct layer_conn *conn;
+
+	if (layer_rdm_in_grow(peer, slot))
+		return NULL;
+	in = &peer->in[slot];
+	if (in->conn)
+		return in->conn;
+	if (in->state == LAYER_RDM_SLOT_UNKNOWN && slot == 0)
+		layer_rdm_in_decide(ep, in, &no_key);
 	conn = layer_rdm_conn_alloc(ep, peer, false);
 	if (!conn)
 		return NULL;
 	/* The peer sent to us, so its core AV holds our address: replies reach it named. */
 	conn->state = LAYER_CONN_CONNECTED;
-	peer->in_conn = conn;
+	conn->key_slot = (uint16_t) slot;
+	conn->key = in->key;
+	in->conn = conn;
 	return conn;
 }
 
-static int layer_rdm_send_hello(struct layer_ep *ep, struct layer_conn *conn)
+/* Our slot for key at the peer, a new one (not yet announced) if needed. */
+static int layer_rdm_out_slot(struct layer_rdm_peer *peer, const struct layer_key *key,
+			      size_t *slot)
 {
-	int ret;
+	struct layer_rdm_out_slot *out;
+	size_t i;
 
-	ret = layer_proto_send_ctrl_data(ep, conn, LAYER_OP_HELLO, 0, ep->addr, ep->addrlen);
-	if (!ret)
-		conn->rdm_peer->is_hello_sent = true;
-	return ret;
+	for (i = 0; i < peer->out_cnt; i++) {
+		if (layer_key_equal(&peer->out[i].key, key)) {
+			*slot = i;
+			return 0;
+		}
+	}
+	if (peer->out_cnt == LAYER_KEY_SLOT_MAX) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "more than %d keys used with one peer\n",
+			LAYER_KEY_SLOT_MAX);
+		return -FI_ENOSPC;
+	}
+	/* grows one at a time: a peer sees one key, or a handful */
+	out = realloc(peer->out, (peer->out_cnt + 1) * sizeof(*out));
+	if (!out)
+		return -FI_ENOMEM;
+	out[peer->out_cnt] = (struct layer_rdm_out_slot) { .key = *key };
+	peer->out = out;
+	*slot = peer->out_cnt++;
+	return 0;
 }
 
-/* The peer's core AV holds our address: what waited for that may go. */
-static void layer_rdm_peer_knows_us(struct layer_rdm_peer *peer)
+/* Announces conn's key slot to its peer: the HELLO carries our address, then the key. */
+static int layer_rdm_send_hello(struct layer_ep *ep, struct layer_conn *conn)
 {
-	struct util_dlist *item, *tmp;
+	struct layer_rdm_out_slot *out = &conn->rdm_peer->out[conn->key_slot];
+	uint8_t data[LAYER_ADDR_MAX + LAYER_AUTH_KEY_MAX];
+	int ret;
 
-	if (peer->knows_us)
-		return;
-	peer->knows_us = true;
-	util_dlist_foreach_safe(&peer->out_conns, item, tmp)
-		layer_conn_connected(container_of(item, struct layer_conn, peer_link));
+	memcpy(data, ep->addr, ep->addrlen);
+	memcpy(data + ep->addrlen, out->key.bytes, out->key.len);
+	ret = layer_proto_send_ctrl_data(ep, conn, LAYER_OP_HELLO, conn->key_slot, data,
+					 ep->addrlen + out->key.len);
+	if (!ret)
+		out->is_hello_sent = true;
+	return ret;
 }
 
 static void layer_rdm_peer_fail(struct layer_rdm_peer *peer, int err)
 {
 	struct util_dlist *item;
+	size_t i;
 
 	FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "peer lost: %s\n", fi_strerror(err));
 	/* It may come back as a new process that has never heard of us. */
-	peer->knows_us = false;
-	peer->is_hello_sent = false;
+	for (i = 0; i < peer->out_cnt; i++) {
+		peer->out[i].is_hello_sent = false;
+		peer->out[i].is_acked = false;
+	}
 	peer->is_failing = true;
-	if (peer->in_conn)
-		layer_conn_fail(peer->in_conn, err);
+	for (i = 0; i < peer->in_cnt; i++) {
+		if (peer->in[i].conn)
+			layer_conn_fail(peer->in[i].conn, err);
+	}
 	while ((item = peer->out_conns.next) != &peer->out_conns)
 		layer_conn_fail(container_of(item, struct layer_conn, peer_link), err);
 	peer->is_failing = false;
 }
 
 static int layer_rdm_connect(struct layer_ep *ep, size_t index, const void *addr,
-			     struct layer_conn **conn_out)
+			     const struct layer_key *key, struct layer_conn **conn_out)
 {
 	struct layer_rdm_peer *peer;
 	struct layer_conn *conn;
+	size_t slot;
 	int ret;
 
 	ret = layer_rdm_peer_get(ep, addr, &peer);
+	if (!ret)
+		ret = layer_rdm_out_slot(peer, key, &slot);
 	if (ret)
 		return ret;
 	conn = layer_rdm_conn_alloc(ep, peer, true);
 	if (!conn)
 		return -FI_ENOMEM;
 	conn->peer_index = index;
+	conn->key_slot = (uint16_t) slot;
 	util_dlist_insert_tail(&conn->peer_link, &peer->out_conns);
-	if (peer->knows_us) {
+	if (peer->out[slot].is_acked) {
 		conn->state = LAYER_CONN_CONNECTED;
-	} else if (!peer->is_hello_sent) {
+	} else if (!peer->out[slot].is_hello_sent) {
 		ret = layer_rdm_send_hello(ep, conn);
 		if (ret) {
 			util_dlist_remove(&conn->peer_link);
@@ -239,26 +344,35 @@ static int layer_rdm_connect(struct layer_ep *ep, size_t index, const void *addr
 static void layer_rdm_conn_closing(struct layer_conn *conn)
 {
 	struct layer_rdm_peer *peer = conn->rdm_peer;
+	struct layer_rdm_out_slot *out;
+	struct util_dlist *item;
 	struct layer_conn *next;
 
 	if (!peer)
 		return;
 	conn->rdm_peer = NULL;
-	if (peer->in_conn == conn)
-		peer->in_conn = NULL;
+	if (!conn->is_outgoing) {
+		if (conn->key_slot < peer->in_cnt && peer->in[conn->key_slot].conn == conn)
+			peer->in[conn->key_slot].conn = NULL;
+		return;
+	}
 	util_dlist_remove(&conn->peer_link);
 	/*
-	 * Its HELLO may go down with it (a removed AV entry): another connection still waiting
-	 * for the peer says it again; a second answer does no harm.
+	 * Its HELLO may go down with it (a removed AV entry): another connection of the slot
+	 * still waiting for the peer says it again; a second answer does no harm.
 	 */
-	if (peer->knows_us || peer->is_failing || !conn->is_outgoing)
+	out = &peer->out[conn->key_slot];
+	if (out->is_acked || peer->is_failing)
 		return;
-	peer->is_hello_sent = false;
-	if (util_dlist_empty(&peer->out_conns))
+	out->is_hello_sent = false;
+	util_dlist_foreach(&peer->out_conns, item) {
+		next = container_of(item, struct layer_conn, peer_link);
+		if (next->key_slot != conn->key_slot)
+			continue;
+		if (layer_rdm_send_hello(conn->ep, next))
+			layer_conn_fail(next, FI_ENOMEM);
 		return;
-	next = container_of(peer->out_conns.next, struct layer_conn, peer_link);
-	if (layer_rdm_send_hello(conn->ep, next))
-		layer_conn_fail(next, FI_ENOMEM);
+	}
 }
 
 /* Errors that say the peer itself is unreachable or gone, not just this operation. */
@@ -319,30 +433,85 @@ static void layer_rdm_drop(struct layer_ep *ep, struct layer_rx_buf *buf, const 
 	layer_proto_repost_buf(ep, buf);
 }
 
-/* A HELLO: its sender is named by the address it carries, whatever the core's source says. */
+/*
+ * A HELLO: its sender is named by the address it carries, whatever the core's source says;
+ * the key after the address (none: a peer without a key) decides the slot's fate.
+ */
 static void layer_rdm_handle_hello(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	uint8_t addr[LAYER_ADDR_MAX];
+	struct layer_rdm_in_slot *in;
 	struct layer_rdm_peer *peer;
 	struct layer_conn *conn;
+	struct layer_key key;
+	fi_addr_t prev_key;
+	size_t slot = hdr->msg_id;
 
-	if (buf->len != sizeof(*hdr) + ep->addrlen || hdr->size != ep->addrlen || hdr->flags ||
+	if (buf->len != sizeof(*hdr) + hdr->size || hdr->size < ep->addrlen ||
+	    hdr->size > ep->addrlen + LAYER_AUTH_KEY_MAX || hdr->flags ||
+	    hdr->msg_id >= LAYER_KEY_SLOT_MAX ||
 	    layer_av_normalize(ep->domain->addr_format, hdr + 1, ep->addrlen, addr)) {
 		layer_rdm_drop(ep, buf, "malformed hello");
 		return;
 	}
+	key.len = (uint8_t) (hdr->size - ep->addrlen);
+	memcpy(key.bytes, buf->data + sizeof(*hdr) + ep->addrlen, key.len);
 	if (layer_rdm_peer_get(ep, addr, &peer)) {
 		layer_rdm_drop(ep, buf, "hello from an address the core refuses");
 		return;
 	}
-	layer_rdm_peer_knows_us(peer);
-	conn = layer_rdm_in_conn(ep, peer);
-	if (!conn || layer_proto_send_ctrl_data(ep, conn, LAYER_OP_HELLO_ACK, 0, NULL, 0)) {
+	if (layer_rdm_in_grow(peer, slot)) {
+		layer_rdm_drop(ep, buf, "no memory for a hello");
+		return;
+	}
+	in = &peer->in[slot];
+	prev_key = in->state == LAYER_RDM_SLOT_ACCEPTED ? in->key : LAYER_RDM_NO_KEY_YET;
+	layer_rdm_in_decide(ep, in, &key);
+	if (in->state != LAYER_RDM_SLOT_ACCEPTED)
+		layer_auth_refused(ep, "a hello");
+	/* Announced again with another key (a new process there): the old connection goes. */
+	if (in->conn && (in->state != LAYER_RDM_SLOT_ACCEPTED || in->key != prev_key))
+		layer_conn_fail(in->conn, FI_ECONNRESET);
+	conn = layer_rdm_in_conn(ep, peer, slot);
+	if (!conn || layer_proto_send_ctrl_data(ep, conn, in->state == LAYER_RDM_SLOT_ACCEPTED ?
+						LAYER_OP_HELLO_ACK : LAYER_OP_HELLO_NAK,
+						slot, NULL, 0)) {
 		layer_rdm_drop(ep, buf, "no memory to answer a hello");
 		return;
 	}
 	layer_proto_repost_buf(ep, buf);
+}
+
+/* The peer answered the HELLO of one of our slots. */
+static void layer_rdm_handle_answer(struct layer_rdm_peer *peer, const struct layer_hdr *hdr)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_conn *conn;
+	bool is_ack = hdr->op == LAYER_OP_HELLO_ACK;
+
+	if (hdr->msg_id >= peer->out_cnt)
+		return;
+	if (is_ack) {
+		peer->out[hdr->msg_id].is_acked = true;
+	} else {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "peer refused this endpoint's "
+			"authorization key: sends to it fail\n");
+		/* the next send to the peer with that key says HELLO again */
+		peer->out[hdr->msg_id].is_acked = false;
+		peer->out[hdr->msg_id].is_hello_sent = false;
+		peer->is_failing = true;
+	}
+	util_dlist_foreach_safe(&peer->out_conns, item, tmp) {
+		conn = container_of(item, struct layer_conn, peer_link);
+		if (conn->key_slot != hdr->msg_id)
+			continue;
+		if (is_ack)
+			layer_conn_connected(conn);
+		else
+			layer_conn_fail(conn, FI_EACCES);
+	}
+	peer->is_failing = false;
 }
 
 static void layer_rdm_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf, size_t len,
@@ -350,7 +519,8 @@ static void layer_rdm_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf, 
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	struct layer_rdm_peer *peer;
-	bool is_versioned;
+	bool is_versioned, is_ack;
+	size_t slot;
 
 	util_dlist_remove(&buf->link);
 	ep->rdm.posted_cnt--;
@@ -365,15 +535,32 @@ static void layer_rdm_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf, 
 		layer_rdm_drop(ep, buf, "unknown source");
 		return;
 	}
-	/* Whatever the peer sends, it sent to our address: it knows us. */
-	layer_rdm_peer_knows_us(peer);
-	if (is_versioned && hdr->op == LAYER_OP_HELLO_ACK && len == sizeof(*hdr)) {
+	if (is_versioned && (hdr->op == LAYER_OP_HELLO_ACK || hdr->op == LAYER_OP_HELLO_NAK) &&
+	    len == sizeof(*hdr)) {
+		layer_rdm_handle_answer(peer, hdr);
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}
-	buf->conn = layer_rdm_in_conn(ep, peer);
+	/*
+	 * User data counts only on a slot whose key was accepted. An ACK answers one of our
+	 * own sends, whatever key the peer sends with: it comes on slot 0's connection.
+	 */
+	is_ack = is_versioned && hdr->op == LAYER_OP_ACK;
+	slot = is_versioned && !is_ack ? hdr->key_slot : 0;
+	if (unlikely(slot && (slot >= peer->in_cnt ||
+			      peer->in[slot].state == LAYER_RDM_SLOT_UNKNOWN))) {
+		layer_auth_refused(ep, "a message on a key slot never announced");
+		layer_proto_repost_buf(ep, buf);
+		return;
+	}
+	buf->conn = layer_rdm_in_conn(ep, peer, slot);
 	if (!buf->conn) {
 		layer_rdm_drop(ep, buf, "no memory for a connection");
+		return;
+	}
+	if (unlikely(peer->in[slot].state != LAYER_RDM_SLOT_ACCEPTED) && !is_ack) {
+		layer_auth_refused(ep, "a message of a refused key");
+		layer_proto_repost_buf(ep, buf);
 		return;
 	}
 	layer_proto_handle_buf(ep, buf);
@@ -528,6 +715,8 @@ static void layer_rdm_close(struct layer_ep *ep)
 	rdm->posted_cnt = 0;
 	HASH_ITER(hh, rdm->by_addr, peer, tmp) {
 		HASH_DEL(rdm->by_addr, peer);
+		free(peer->in);
+		free(peer->out);
 		free(peer);
 	}
 	free(rdm->by_core_addr);

@@ -83,7 +83,8 @@ static bool layer_rx_src_gone(struct layer_ep *ep, const struct layer_rx *rx)
 	uint8_t addr[LAYER_ADDR_MAX];
 	size_t index;
 
-	return rx->src_addr != FI_ADDR_UNSPEC &&
+	/* a key handle the endpoint holds stays in the AV while it lives */
+	return rx->src_addr != FI_ADDR_UNSPEC && !(rx->flags & FI_AUTH_KEY) &&
 	       layer_av_get_addr(ep->av, rx->src_addr, addr, &index);
 }
 
@@ -375,19 +376,30 @@ static ssize_t layer_ep_cancel(fid_t fid, void *context)
 static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
 	struct layer_ep *ep = container_of(fid, struct layer_ep, ep_fid.fid);
+	size_t size;
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
-	if (optname != FI_OPT_MIN_MULTI_RECV)
+	if (optname == FI_OPT_MIN_MULTI_RECV)
+		size = sizeof(size_t);
+	else if (optname == FI_OPT_LAYER_AUTH_DROPPED)
+		size = sizeof(uint64_t);
+	else
 		return -FI_ENOPROTOOPT;
 	if (!optval || !optlen)
 		return -FI_EINVAL;
-	if (*optlen < sizeof(size_t)) {
-		*optlen = sizeof(size_t);
+	if (*optlen < size) {
+		*optlen = size;
 		return -FI_ETOOSMALL;
 	}
-	*(size_t *) optval = ep->min_multi_recv;
-	*optlen = sizeof(size_t);
+	if (optname == FI_OPT_MIN_MULTI_RECV) {
+		*(size_t *) optval = ep->min_multi_recv;
+	} else {
+		util_lock_acquire(&ep->lock);
+		*(uint64_t *) optval = ep->auth_dropped_cnt;
+		util_lock_release(&ep->lock);
+	}
+	*optlen = size;
 	return 0;
 }
 
@@ -398,6 +410,9 @@ static int layer_ep_setopt(fid_t fid, int level, int optname, const void *optval
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
+	/* a count the provider keeps: read only */
+	if (optname == FI_OPT_LAYER_AUTH_DROPPED)
+		return -FI_EOPNOTSUPP;
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
 	if (!optval || optlen != sizeof(size_t))
@@ -623,6 +638,9 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 							   (size_t) LAYER_INJECT_SIZE);
 	ep->core = domain->core_info->ep_attr->type == FI_EP_RDM ? &layer_core_rdm_ops :
 								   &layer_core_msg_ops;
+	ret = layer_auth_init(ep, info);
+	if (ret)
+		goto err_free_ep;
 	util_dlist_init(&ep->conns);
 	util_dlist_init(&ep->closed_conns);
 	util_dlist_init(&ep->draining_conns);

@@ -65,6 +65,10 @@ struct layer_conn {
 	size_t peer_index;             /* is_tx: the AV index it serves */
 	size_t lazy_bufs;              /* bounce buffers to post when user data first comes
 					* in (MSG: a connection this endpoint opened) */
+	fi_addr_t key;                 /* incoming: the AV key handle (FI_AV_AUTH_KEY) its
+					* messages came with, else FI_ADDR_NOTAVAIL */
+	uint16_t key_slot;             /* RDM: outgoing, the slot of its key at the peer;
+					* incoming, the peer's slot it serves; MSG: 0 */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
 	struct layer_rdm_peer *rdm_peer; /* RDM: the peer it belongs to, NULL once closed */
 	struct util_dlist peer_link;   /* RDM, outgoing: rdm_peer->out_conns */
@@ -114,6 +118,8 @@ struct layer_rx_buf {
 					* NULL once an unexpected message outlived it */
 	size_t len;                    /* bytes received */
 	fi_addr_t src_addr;            /* resolved at arrival */
+	fi_addr_t key;                 /* its connection's key handle (conn->key), kept for
+					* FI_AUTH_KEY receives once the connection is gone */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
 	/* header, then payload (up to eager_size) */
 	uint8_t data[] __attribute__((aligned(16)));
@@ -163,9 +169,10 @@ struct layer_core_ops {
 	/* Endpoint close: closes the core objects; connections are then freed without
 	 * completions by the caller. */
 	void (*close)(struct layer_ep *ep);
-	/* A new outgoing connection to addr (AV index), connecting or connected. */
+	/* A new outgoing connection to addr (AV index) whose messages carry key (len 0:
+	 * none), connecting or connected. */
 	int (*connect)(struct layer_ep *ep, size_t index, const void *addr,
-		       struct layer_conn **conn);
+		       const struct layer_key *key, struct layer_conn **conn);
 	/* Reads core events and completions. */
 	void (*progress)(struct layer_ep *ep);
 	/* fi_trywait on the core's wait objects (no lock held). */
@@ -220,6 +227,10 @@ struct layer_ep {
 	struct layer_eq *eq;
 	fi_addr_t *keys;               /* AV keys referenced while enabled (FI_AV_AUTH_KEY) */
 	size_t key_cnt;
+	bool has_av_keys;              /* domain with FI_AV_AUTH_KEY: keys come from the AV */
+	struct layer_key auth_key;     /* otherwise: the endpoint's key (its own, else the
+					* domain's), or none */
+	uint64_t auth_dropped_cnt;     /* connections, HELLOs, messages refused for their key */
 
 	/* core objects */
 	const struct layer_core_ops *core; /* per core kind, chosen at open */
@@ -290,6 +301,22 @@ void layer_conn_connected(struct layer_conn *conn);
 void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn);
 /* User data came in on a connection that has conn->lazy_bufs left to post: posts them. */
 void layer_conn_post_lazy_bufs(struct layer_ep *ep, struct layer_conn *conn);
+
+/*
+ * auth.c: which authorization key an endpoint sends with and which it accepts (see there).
+ * layer_auth_init: at open, the endpoint's key from info: 0 or -FI_EINVAL.
+ * layer_auth_tx_key: the key sends to AV index carry: 0, or -FI_EACCES (FI_AV_AUTH_KEY: the
+ * address was inserted with a key the endpoint was not enabled with).
+ * layer_auth_accepts: whether a peer's key is one the endpoint accepts, and the AV key handle
+ * its messages are attributed to (FI_AV_AUTH_KEY; FI_ADDR_NOTAVAIL otherwise).
+ * layer_auth_refused: counts a refusal and logs it (warning once per endpoint, then info).
+ * layer_auth_holds: whether key is a key handle the endpoint was enabled with.
+ */
+int layer_auth_init(struct layer_ep *ep, const struct fi_info *info);
+int layer_auth_tx_key(struct layer_ep *ep, size_t index, struct layer_key *key);
+bool layer_auth_accepts(struct layer_ep *ep, const struct layer_key *key, fi_addr_t *handle);
+void layer_auth_refused(struct layer_ep *ep, const char *what);
+bool layer_auth_holds(const struct layer_ep *ep, fi_addr_t key);
 
 /* proto.c (ep->lock held) */
 /*
@@ -417,6 +444,12 @@ static inline uint64_t layer_rx_completion(const struct layer_ep *ep, uint64_t f
  */
 ssize_t layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count,
 		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags, void *context);
+
+/*
+ * msg.c: checks a receive's source: FI_ADDR_UNSPEC, an address of the AV, or with FI_AUTH_KEY
+ * in flags a key handle the endpoint was enabled with. 0 or -FI_EINVAL.
+ */
+int layer_ep_check_src(struct layer_ep *ep, fi_addr_t src, uint64_t flags);
 
 extern struct fi_ops_msg layer_msg_ops;
 extern struct fi_ops_rma layer_no_rma_ops;

@@ -6,13 +6,33 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
+
 #include "layer/ep.h"
 #include "layer/av.h"
 
 #define LAYER_SENDMSG_FLAGS (FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_MORE | \
 			     FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | \
 			     FI_FENCE)
-#define LAYER_RECVMSG_FLAGS (FI_COMPLETION | FI_MULTI_RECV | FI_MORE)
+#define LAYER_RECVMSG_FLAGS (FI_COMPLETION | FI_MULTI_RECV | FI_MORE | FI_AUTH_KEY)
+
+int layer_ep_check_src(struct layer_ep *ep, fi_addr_t src, uint64_t flags)
+{
+	uint8_t addr[LAYER_ADDR_MAX];
+	size_t index;
+
+	/* fi_av(3) 1.20: FI_AUTH_KEY says src is a key handle, one the endpoint holds */
+	if (unlikely(flags & FI_AUTH_KEY)) {
+		if (layer_auth_holds(ep, src))
+			return 0;
+		FI_WARN(&layer_prov, FI_LOG_EP_DATA, "receive: FI_AUTH_KEY with %#" PRIx64
+			", not a key the endpoint was enabled with\n", (uint64_t) src);
+		return -FI_EINVAL;
+	}
+	if (src == FI_ADDR_UNSPEC)
+		return 0;
+	return layer_av_get_addr(ep->av, src, addr, &index);
+}
 
 ssize_t layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count,
 		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags, void *context)
@@ -41,8 +61,6 @@ ssize_t layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count
 static ssize_t layer_recv_common(struct layer_ep *ep, const struct iovec *iov, size_t count,
 				 fi_addr_t src, uint64_t flags, void *context)
 {
-	uint8_t addr[LAYER_ADDR_MAX];
-	size_t index;
 	ssize_t ret;
 
 	if (unlikely(!layer_iov_ok(iov, count)))
@@ -56,14 +74,15 @@ static ssize_t layer_recv_common(struct layer_ep *ep, const struct iovec *iov, s
 			return -FI_EINVAL;
 	}
 	/* Without FI_DIRECTED_RECV the source of a receive is ignored (fi_msg(3)). */
-	if (!(ep->caps & FI_DIRECTED_RECV))
+	if (!(ep->caps & FI_DIRECTED_RECV)) {
 		src = FI_ADDR_UNSPEC;
+		flags &= ~FI_AUTH_KEY;
+	}
 
 	util_lock_acquire(&ep->lock);
 	if (unlikely(!ep->is_enabled)) {
 		ret = -FI_EOPBADSTATE;
-	} else if (src != FI_ADDR_UNSPEC &&
-		   layer_av_get_addr(ep->av, src, addr, &index)) {
+	} else if (layer_ep_check_src(ep, src, flags)) {
 		ret = -FI_EINVAL;
 	} else {
 		ret = layer_proto_recv(ep, iov, count, src, flags, context);

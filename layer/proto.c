@@ -273,6 +273,7 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 		.op = LAYER_OP_EAGER,
 		.flags = (flags & FI_REMOTE_CQ_DATA ? LAYER_HDR_CQ_DATA : 0) |
 			 (flags & FI_TAGGED ? LAYER_HDR_TAGGED : 0),
+		.key_slot = conn->key_slot,
 		.size = len,
 		.tag = tag,
 		.data = data,
@@ -398,9 +399,11 @@ void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, 
 		util_cntr_inc(&ep->recv_cntr->util);
 }
 
-static inline bool layer_rx_matches(const struct layer_rx *rx, fi_addr_t src)
+/* A receive takes a message from anyone, from its source, or (FI_AUTH_KEY) with its key. */
+static inline bool layer_rx_matches(const struct layer_rx *rx, const struct layer_rx_buf *buf)
 {
-	return rx->src_addr == FI_ADDR_UNSPEC || rx->src_addr == src;
+	return rx->src_addr == FI_ADDR_UNSPEC || rx->src_addr == buf->src_addr ||
+	       rx->src_addr == buf->key;
 }
 
 void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx)
@@ -534,15 +537,21 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 
 	if (unlikely(conn->lazy_bufs))
 		layer_conn_post_lazy_bufs(ep, conn);
-	buf->src_addr = ep->av ? layer_av_find(ep->av, conn->peer_addr, ep->addrlen) :
-				 FI_ADDR_NOTAVAIL;
+	/* A peer that uses an AV key is the address inserted with that key (fi_av(3) 1.20). */
+	buf->key = conn->key;
+	if (unlikely(!ep->av))
+		buf->src_addr = FI_ADDR_NOTAVAIL;
+	else if (likely(buf->key == FI_ADDR_NOTAVAIL))
+		buf->src_addr = layer_av_find(ep->av, conn->peer_addr, ep->addrlen);
+	else
+		buf->src_addr = layer_av_find_key(ep->av, conn->peer_addr, ep->addrlen, buf->key);
 	if (hdr->flags & LAYER_HDR_TAGGED) {
 		layer_tagged_arrive(ep, buf);
 		return;
 	}
 	util_dlist_foreach(&ep->posted_rx, item) {
 		rx = container_of(item, struct layer_rx, link);
-		if (!layer_rx_matches(rx, buf->src_addr))
+		if (!layer_rx_matches(rx, buf))
 			continue;
 		layer_proto_deliver(ep, rx, buf);
 		layer_proto_repost_buf(ep, buf);
@@ -616,7 +625,7 @@ ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t io
 
 	util_dlist_foreach_safe(&ep->unexp_msgs, item, tmp) {
 		buf = container_of(item, struct layer_rx_buf, link);
-		if (!layer_rx_matches(rx, buf->src_addr))
+		if (!layer_rx_matches(rx, buf))
 			continue;
 		util_dlist_remove(&buf->link);
 		is_released = layer_proto_deliver(ep, rx, buf);

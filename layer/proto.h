@@ -5,10 +5,18 @@
  * message is matched, and acknowledges with an ACK. Over an RDM core, the first message to a
  * peer is a HELLO with the sender's address, answered by HELLO_ACK (conn_rdm.c); over a MSG
  * core that address travels in the connection request (struct layer_hello).
+ *
+ * Authorization keys travel once per connection: after the address in the connection
+ * request (MSG core), or after the address in a HELLO (RDM core), where each key a sender
+ * uses with a peer is a numbered slot (the HELLO's msg_id) and every eager message and RTS
+ * names its slot (key_slot). A receiver that refuses the key rejects the connection request
+ * (struct layer_reject) or answers HELLO_NAK. Without a key, every message is byte for byte
+ * what version 1 sent before keys existed (key_slot 0, no key bytes), so the version stays 1.
  */
 #ifndef LAYER_PROTO_H
 #define LAYER_PROTO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "layer/layer.h"
@@ -20,8 +28,9 @@
 	X(EAGER, "eager")         /* header + payload */                  \
 	X(RTS, "rts")             /* rendezvous request */                \
 	X(ACK, "ack")             /* rendezvous data pulled */            \
-	X(HELLO, "hello")         /* RDM core: the sender's address */    \
-	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */
+	X(HELLO, "hello")         /* RDM core: the sender's address, key */ \
+	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */ \
+	X(HELLO_NAK, "hello-nak") /* RDM core: the HELLO's key is refused */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -42,11 +51,14 @@ struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */
 	uint8_t op;         /* enum layer_op */
 	uint16_t flags;     /* LAYER_HDR_* */
-	uint32_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
+	uint16_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
+	uint16_t key_slot;  /* EAGER, RTS over an RDM core: the sender's key slot (0: the
+			     * first, or no key); 0 otherwise */
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size */
 	uint64_t tag;       /* tagged messages: the tag */
 	uint64_t data;      /* remote CQ data */
-	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of it */
+	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of it;
+			     * HELLO, HELLO_ACK, HELLO_NAK: the key slot */
 };
 
 _Static_assert(sizeof(struct layer_hdr) == LAYER_HDR_SIZE, "wire header size");
@@ -60,15 +72,40 @@ struct layer_rts_seg {
 
 #define LAYER_RTS_MAX_SEGS LAYER_IOV_LIMIT
 
-/* Handshake carried in the core's connection request. */
+/*
+ * Over an RDM core, the key slots one sender uses with one peer: at most this many
+ * distinct keys (a slot is never reused while the peer lives).
+ */
+#define LAYER_KEY_SLOT_MAX 1024
+
+/*
+ * Handshake carried in the core's connection request. A requester without a key sends the
+ * first LAYER_HELLO_BASE_SIZE bytes only (as before keys existed).
+ */
 struct layer_hello {
 	uint32_t magic;     /* LAYER_HELLO_MAGIC */
 	uint8_t version;    /* LAYER_PROTO_VERSION */
 	uint8_t addrlen;    /* bytes of addr in use */
 	uint16_t reserved;
 	uint8_t addr[28];   /* the requester's listening address (normalised) */
+	uint8_t key_len;    /* the requester's authorization key: 1..LAYER_AUTH_KEY_MAX */
+	uint8_t key_reserved[3];
+	uint8_t key[LAYER_AUTH_KEY_MAX];
 };
 
 #define LAYER_HELLO_MAGIC 0x6c617972u /* "layr" */
+#define LAYER_HELLO_BASE_SIZE offsetof(struct layer_hello, key_len)
+
+/* Carried by a refusal of a connection request (fi_reject), so the requester knows why. */
+struct layer_reject {
+	uint32_t magic;     /* LAYER_HELLO_MAGIC */
+	uint8_t version;    /* LAYER_PROTO_VERSION */
+	uint8_t reason;     /* enum layer_reject_reason */
+	uint16_t reserved;
+};
+
+enum layer_reject_reason {
+	LAYER_REJECT_AUTH_KEY = 1, /* the requester's key is not one the endpoint accepts */
+};
 
 #endif /* LAYER_PROTO_H */

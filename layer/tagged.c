@@ -17,7 +17,11 @@
 #define LAYER_TSENDMSG_FLAGS (FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT | FI_MORE | \
 			      FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | \
 			      FI_MATCH_COMPLETE | FI_FENCE)
-#define LAYER_TRECVMSG_FLAGS (FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD)
+#define LAYER_TRECVMSG_FLAGS (FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD | \
+			      FI_AUTH_KEY)
+
+/* A message that came without an AV key is in no group of the engine. */
+_Static_assert(UTIL_TAGM_NO_GROUP == FI_ADDR_NOTAVAIL, "no key, no group");
 
 static inline struct layer_rx_buf *layer_buf_of(struct util_tagm_msg *msg)
 {
@@ -29,13 +33,14 @@ void layer_tagged_arrive(struct layer_ep *ep, struct layer_rx_buf *buf)
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	struct util_tagm_recv *recv;
 
-	recv = util_tagm_recv_match(&ep->tagm, hdr->tag, buf->src_addr, UTIL_TAGM_NO_GROUP);
+	/* An FI_AUTH_KEY receive names the key: the message's group (util/tagm.h). */
+	recv = util_tagm_recv_match(&ep->tagm, hdr->tag, buf->src_addr, buf->key);
 	if (recv) {
 		layer_proto_deliver(ep, container_of(recv, struct layer_rx, tagm), buf);
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}
-	util_tagm_msg_add(&ep->tagm, &buf->tagm, hdr->tag, buf->src_addr, UTIL_TAGM_NO_GROUP);
+	util_tagm_msg_add(&ep->tagm, &buf->tagm, hdr->tag, buf->src_addr, buf->key);
 	layer_proto_replace_buf(ep, buf->conn);
 }
 
@@ -159,8 +164,6 @@ static ssize_t layer_trecv_common(struct layer_ep *ep, const struct iovec *iov, 
 				  fi_addr_t src, uint64_t tag, uint64_t ignore, uint64_t flags,
 				  void *context)
 {
-	uint8_t addr[LAYER_ADDR_MAX];
-	size_t index;
 	ssize_t ret;
 
 	if (unlikely(!layer_iov_ok(iov, count)))
@@ -171,8 +174,10 @@ static ssize_t layer_trecv_common(struct layer_ep *ep, const struct iovec *iov, 
 	if (unlikely(((flags & FI_DISCARD) && !(flags & (FI_PEEK | FI_CLAIM))) ||
 		     ((flags & FI_CLAIM) && !context)))
 		return -FI_EINVAL;
-	if (!(ep->caps & FI_DIRECTED_RECV))
+	if (!(ep->caps & FI_DIRECTED_RECV)) {
 		src = FI_ADDR_UNSPEC;
+		flags &= ~FI_AUTH_KEY;
+	}
 
 	util_lock_acquire(&ep->lock);
 	if (unlikely(!ep->is_enabled))
@@ -180,7 +185,7 @@ static ssize_t layer_trecv_common(struct layer_ep *ep, const struct iovec *iov, 
 	else if ((flags & (FI_CLAIM | FI_PEEK)) == FI_CLAIM)
 		/* The claimed message is named by the context; source and tag play no part. */
 		ret = layer_tagged_claim(ep, iov, count, flags, context);
-	else if (src != FI_ADDR_UNSPEC && layer_av_get_addr(ep->av, src, addr, &index))
+	else if (layer_ep_check_src(ep, src, flags))
 		ret = -FI_EINVAL;
 	else if (flags & FI_PEEK)
 		ret = layer_tagged_peek(ep, iov, count, src, tag, ignore, flags, context);

@@ -130,6 +130,16 @@ static inline int fi_av_set_user_id(struct fid_av *av, fi_addr_t fi_addr, fi_add
 #define FI_LAYER_AUTH_KEY_MAX_SIZE 32
 
 /*
+ * Endpoint option (fi_getopt, level FI_OPT_ENDPOINT, a uint64_t): how many times the
+ * endpoint refused a peer for its authorization key since it was opened: connection
+ * requests rejected (MSG cores), HELLOs answered with a refusal and messages dropped (RDM
+ * cores). What a refused peer sends is never delivered nor matched. Read only: fi_setopt
+ * returns -FI_EOPNOTSUPP. A value well away from libfabric's own options (providers' are
+ * negative).
+ */
+#define FI_OPT_LAYER_AUTH_DROPPED (-0x4c01)
+
+/*
  * Reverse lookup on an ofi_layer AV (fi_av(3) has no call for it):
  *	struct fi_layer_av_ops *ops;
  *	fi_open_ops(&av->fid, FI_LAYER_AV_OPS, 0, (void **) &ops, NULL);
