@@ -23,6 +23,12 @@
  * one core endpoint and one core AV; a connection is the peer's address in that AV, and
  * which connection a message came in on follows from the core's source address (FI_SOURCE),
  * once a HELLO has put the sender into the receiver's core AV (conn_rdm.c).
+ *
+ * Authorization keys (auth.c) are a property of connections: a connection's key is chosen
+ * when it opens and travels once, in the connection request or in the HELLO of its key
+ * slot (RDM core); the receiver checks it there, refuses the connection (its messages are
+ * never delivered) or records in conn->key the AV key handle everything on it is attributed
+ * to. The data path only copies that handle into each message, for FI_AUTH_KEY receives.
  */
 #ifndef LAYER_EP_H
 #define LAYER_EP_H

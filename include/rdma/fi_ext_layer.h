@@ -8,7 +8,8 @@
  *    convention, over an ops table laid out as upstream's struct fi_ops_av (the three entries
  *    follow av_set). The inline wrappers check the table's size first and return -FI_ENOSYS
  *    from a provider whose table predates them.
- * 2. ofi_layer's authorization-key format.
+ * 2. ofi_layer's authorization-key format, and the endpoint option that counts the peers
+ *    and messages refused for their key (FI_OPT_LAYER_AUTH_DROPPED).
  * 3. Reverse lookup (address -> fi_addr) on an ofi_layer AV, through fi_open_ops.
  *
  * This header does not depend on the project's config.h: it tests the macros themselves.
