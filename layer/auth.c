@@ -16,7 +16,9 @@
  *   without any key, peers without a key. A peer's key is checked once per connection (the
  *   connection request, or the HELLO of a key slot over an RDM core); what a refused peer
  *   sends is never delivered, and each refusal is counted (FI_OPT_LAYER_AUTH_DROPPED).
- * Nothing here runs per message: a connection remembers its key.
+ * Nothing here runs per message: a connection remembers its key. A connection accepted
+ * from a peer and adopted for sending to it (conn.c) serves the AV entry of its key, whose
+ * sends carry that same key: the peer sent with it, so the peer accepts it.
  */
 #include "config.h"
 
@@ -59,18 +61,18 @@ bool layer_auth_holds(const struct layer_ep *ep, fi_addr_t key)
 	return false;
 }
 
-int layer_auth_tx_key(struct layer_ep *ep, size_t index, struct layer_key *key)
+int layer_auth_tx_key(struct layer_ep *ep, size_t index, struct layer_key *key,
+		      fi_addr_t *handle)
 {
-	fi_addr_t handle;
-
+	*handle = FI_ADDR_NOTAVAIL;
 	if (likely(!ep->has_av_keys)) {
 		*key = ep->auth_key;
 		return 0;
 	}
-	layer_av_index_key(ep->av, index, &handle, key);
-	if (handle != FI_ADDR_NOTAVAIL && !layer_auth_holds(ep, handle)) {
+	layer_av_index_key(ep->av, index, handle, key);
+	if (*handle != FI_ADDR_NOTAVAIL && !layer_auth_holds(ep, *handle)) {
 		FI_WARN(&layer_prov, FI_LOG_EP_DATA, "send: the address was inserted with key %#"
-			PRIx64 ", which the endpoint was not enabled with\n", (uint64_t) handle);
+			PRIx64 ", which the endpoint was not enabled with\n", (uint64_t) *handle);
 		return -FI_EACCES;
 	}
 	return 0;

@@ -58,6 +58,7 @@ int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 {
 	struct layer_key key;
 	struct layer_conn *cur;
+	fi_addr_t key_handle;
 	int ret;
 
 	if (unlikely(index >= ep->out_conns_cnt)) {
@@ -76,12 +77,14 @@ int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 		ep->out_conns[index] = NULL;
 	}
 	/* The key a connection's messages carry is chosen once, here (auth.c). */
-	ret = layer_auth_tx_key(ep, index, &key);
+	ret = layer_auth_tx_key(ep, index, &key, &key_handle);
 	if (ret)
 		return ret;
 	ret = ep->core->connect(ep, index, addr, &key, &cur);
 	if (ret)
 		return ret;
+	/* what the peer sends back on it (an adopted connection) is of the same key */
+	cur->key = key_handle;
 	ep->out_conns[index] = cur;
 	*conn = cur;
 	return 0;
@@ -94,7 +97,13 @@ void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn)
 
 	if (!ep->av)
 		return;
-	fi_addr = layer_av_find(ep->av, conn->peer_addr, ep->addrlen);
+	/*
+	 * The entry our sends to the peer would use the connection's key with (auth.c): the
+	 * address inserted with that key when keys come from the AV, else the plain address.
+	 */
+	fi_addr = conn->key == FI_ADDR_NOTAVAIL ?
+		  layer_av_find(ep->av, conn->peer_addr, ep->addrlen) :
+		  layer_av_find_key(ep->av, conn->peer_addr, ep->addrlen, conn->key);
 	if (fi_addr == FI_ADDR_NOTAVAIL || layer_av_resolve(ep->av, fi_addr, NULL, &index))
 		return;
 	if (index >= ep->out_conns_cnt && layer_conn_grow_out(ep, index))

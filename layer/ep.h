@@ -71,8 +71,9 @@ struct layer_conn {
 	size_t peer_index;             /* is_tx: the AV index it serves */
 	size_t lazy_bufs;              /* bounce buffers to post when user data first comes
 					* in (MSG: a connection this endpoint opened) */
-	fi_addr_t key;                 /* incoming: the AV key handle (FI_AV_AUTH_KEY) its
-					* messages came with, else FI_ADDR_NOTAVAIL */
+	fi_addr_t key;                 /* the AV key handle (FI_AV_AUTH_KEY) of what travels
+					* on it (accepted: the peer's, checked; opened: its
+					* own), else FI_ADDR_NOTAVAIL */
 	uint16_t key_slot;             /* RDM: outgoing, the slot of its key at the peer;
 					* incoming, the peer's slot it serves; MSG: 0 */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
@@ -302,7 +303,8 @@ void layer_conn_free_all(struct layer_ep *ep);
 void layer_conn_connected(struct layer_conn *conn);
 /*
  * An accepted connection from a peer in the AV that this endpoint has no connection to send
- * on yet becomes that peer's: the endpoint's sends to it share the connection.
+ * on yet becomes that peer's: the endpoint's sends to it share the connection. With keys
+ * from the AV, the peer is the address inserted with the connection's key.
  */
 void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn);
 /* User data came in on a connection that has conn->lazy_bufs left to post: posts them. */
@@ -311,15 +313,17 @@ void layer_conn_post_lazy_bufs(struct layer_ep *ep, struct layer_conn *conn);
 /*
  * auth.c: which authorization key an endpoint sends with and which it accepts (see there).
  * layer_auth_init: at open, the endpoint's key from info: 0 or -FI_EINVAL.
- * layer_auth_tx_key: the key sends to AV index carry: 0, or -FI_EACCES (FI_AV_AUTH_KEY: the
- * address was inserted with a key the endpoint was not enabled with).
+ * layer_auth_tx_key: the key sends to AV index carry, and its AV key handle (FI_AV_AUTH_KEY;
+ * FI_ADDR_NOTAVAIL otherwise): 0, or -FI_EACCES (the address was inserted with a key the
+ * endpoint was not enabled with).
  * layer_auth_accepts: whether a peer's key is one the endpoint accepts, and the AV key handle
  * its messages are attributed to (FI_AV_AUTH_KEY; FI_ADDR_NOTAVAIL otherwise).
  * layer_auth_refused: counts a refusal and logs it (warning once per endpoint, then info).
  * layer_auth_holds: whether key is a key handle the endpoint was enabled with.
  */
 int layer_auth_init(struct layer_ep *ep, const struct fi_info *info);
-int layer_auth_tx_key(struct layer_ep *ep, size_t index, struct layer_key *key);
+int layer_auth_tx_key(struct layer_ep *ep, size_t index, struct layer_key *key,
+		      fi_addr_t *handle);
 bool layer_auth_accepts(struct layer_ep *ep, const struct layer_key *key, fi_addr_t *handle);
 void layer_auth_refused(struct layer_ep *ep, const char *what);
 bool layer_auth_holds(const struct layer_ep *ep, fi_addr_t key);

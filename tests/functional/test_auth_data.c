@@ -378,6 +378,9 @@ static void test_av_keys(void)
 	}
 	LT_CHECK(delivers(&t.s1, t.s1_r, &t.r, SMALL, &src) && src == t.r_s1,
 		 "av keys: key 1 delivered, reported as the address inserted with key 1");
+	/* the answer (over a MSG core, on the connection s1 opened) is of key 1 too */
+	LT_CHECK(delivers(&t.r, t.r_s1, &t.s1, SMALL, &src) && src == t.s1_r,
+		 "av keys: the reply delivered, reported as the address inserted with key 1");
 	LT_CHECK(delivers(&t.s2, t.s2_r, &t.r, LARGE, &src) && src == t.r_s2,
 		 "av keys: key 2 delivered (rendezvous), reported as the address of key 2");
 	refused(&t.s3, t.s3_r, &t.r, SMALL, "av keys: a key the receiver does not hold");
