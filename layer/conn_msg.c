@@ -268,7 +268,8 @@ static void layer_msg_handle_eq_error(struct layer_ep *ep)
 	}
 	conn = err.fid->context;
 	if (layer_msg_is_key_reject(&err)) {
-		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connection refused: the peer does not "
+		/* reported by the sends' error completions */
+		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "connection refused: the peer does not "
 			"accept this endpoint's authorization key\n");
 		layer_conn_fail(conn, FI_EACCES);
 		return;

@@ -35,7 +35,7 @@
 #include "layer/ep.h"
 #include "layer/av.h"
 
-/* A slot's key before its first acceptance: never equal to an AV key handle. */
+/* A slot's key while not accepted: never equal to an AV key handle or FI_ADDR_NOTAVAIL. */
 #define LAYER_RDM_NO_KEY_YET ((fi_addr_t) 0)
 /* Bounce buffers kept posted on the core endpoint: rx_buf_cnt for each of a few peers. */
 #define LAYER_RDM_BUF_FACTOR 4
@@ -445,7 +445,7 @@ static void layer_rdm_handle_hello(struct layer_ep *ep, struct layer_rx_buf *buf
 	struct layer_rdm_peer *peer;
 	struct layer_conn *conn;
 	struct layer_key key;
-	fi_addr_t prev_key;
+	fi_addr_t prev_key, new_key;
 	size_t slot = hdr->msg_id;
 
 	if (buf->len != sizeof(*hdr) + hdr->size || hdr->size < ep->addrlen ||
@@ -468,10 +468,11 @@ static void layer_rdm_handle_hello(struct layer_ep *ep, struct layer_rx_buf *buf
 	in = &peer->in[slot];
 	prev_key = in->state == LAYER_RDM_SLOT_ACCEPTED ? in->key : LAYER_RDM_NO_KEY_YET;
 	layer_rdm_in_decide(ep, in, &key);
+	new_key = in->state == LAYER_RDM_SLOT_ACCEPTED ? in->key : LAYER_RDM_NO_KEY_YET;
 	if (in->state != LAYER_RDM_SLOT_ACCEPTED)
 		layer_auth_refused(ep, "a hello");
 	/* Announced again with another key (a new process there): the old connection goes. */
-	if (in->conn && (in->state != LAYER_RDM_SLOT_ACCEPTED || in->key != prev_key))
+	if (in->conn && new_key != prev_key)
 		layer_conn_fail(in->conn, FI_ECONNRESET);
 	conn = layer_rdm_in_conn(ep, peer, slot);
 	if (!conn || layer_proto_send_ctrl_data(ep, conn, in->state == LAYER_RDM_SLOT_ACCEPTED ?
@@ -495,7 +496,8 @@ static void layer_rdm_handle_answer(struct layer_rdm_peer *peer, const struct la
 	if (is_ack) {
 		peer->out[hdr->msg_id].is_acked = true;
 	} else {
-		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "peer refused this endpoint's "
+		/* reported by the sends' error completions */
+		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "peer refused this endpoint's "
 			"authorization key: sends to it fail\n");
 		/* the next send to the peer with that key says HELLO again */
 		peer->out[hdr->msg_id].is_acked = false;

@@ -9,9 +9,9 @@
  *   rendezvous messages alike; an endpoint's own key replaces its domain's;
  * - AV keys: a send carries the key its destination was inserted with; peers using keys the
  *   receiver was enabled with are delivered and reported as the address inserted with that
- *   key; a key the receiver does not hold, and no key, are refused; FI_AUTH_KEY directed
- *   receives (tagged and untagged, posted and unexpected, FI_PEEK) take only messages of
- *   their key;
+ *   key, replies too; one sender may use two keys with one receiver; a key the receiver
+ *   does not hold, and no key, are refused; FI_AUTH_KEY directed receives (tagged and
+ *   untagged, posted and unexpected, FI_PEEK) take only messages of their key;
  * - bad arguments: FI_AUTH_KEY with something that is not a key handle the endpoint holds,
  *   a key handle without FI_AUTH_KEY, keys outside 1..32 bytes, an endpoint key in an
  *   FI_AV_AUTH_KEY domain, the option's sizes and its read-only setopt.
@@ -271,7 +271,9 @@ struct av_nodes {
 	struct node r, s1, s2, s3, s0; /* receiver; senders with keys 1, 2, 3, and none */
 	fi_addr_t r_k1, r_k2, r_late;  /* r's key handles (r_late: inserted after enable) */
 	fi_addr_t r_s1, r_s2;          /* r's entries for s1 (key 1) and s2 (key 2) */
+	fi_addr_t r_s1b;               /* r's entry for s1 with key 2 */
 	fi_addr_t s1_r, s2_r, s3_r, s0_r;
+	fi_addr_t s1_r2;               /* s1's entry for r with key 2 (s1 holds both) */
 };
 
 static bool av_key(struct node *n, const char *key, fi_addr_t *handle)
@@ -281,7 +283,7 @@ static bool av_key(struct node *n, const char *key, fi_addr_t *handle)
 
 static bool av_nodes_open(struct av_nodes *t)
 {
-	fi_addr_t k;
+	fi_addr_t k, k2;
 	bool ok;
 
 	memset(t, 0, sizeof(*t));
@@ -295,8 +297,10 @@ static bool av_nodes_open(struct av_nodes *t)
 		return false;
 	ok = av_key(&t->r, "key-one", &t->r_k1) && av_key(&t->r, "key-two", &t->r_k2) &&
 	     !lt_ep_enable(&t->r.ep) && av_key(&t->r, "key-late", &t->r_late) &&
-	     av_key(&t->s1, "key-one", &k) && !lt_ep_enable(&t->s1.ep) &&
+	     av_key(&t->s1, "key-one", &k) && av_key(&t->s1, "key-two", &k2) &&
+	     !lt_ep_enable(&t->s1.ep) &&
 	     (t->s1_r = insert(&t->s1, &t->r, k)) != FI_ADDR_NOTAVAIL &&
+	     (t->s1_r2 = insert(&t->s1, &t->r, k2)) != FI_ADDR_NOTAVAIL &&
 	     av_key(&t->s2, "key-two", &k) && !lt_ep_enable(&t->s2.ep) &&
 	     (t->s2_r = insert(&t->s2, &t->r, k)) != FI_ADDR_NOTAVAIL &&
 	     av_key(&t->s3, "key-three", &k) && !lt_ep_enable(&t->s3.ep) &&
@@ -304,7 +308,8 @@ static bool av_nodes_open(struct av_nodes *t)
 	     !lt_ep_enable(&t->s0.ep) &&
 	     (t->s0_r = insert(&t->s0, &t->r, FI_ADDR_NOTAVAIL)) != FI_ADDR_NOTAVAIL &&
 	     (t->r_s1 = insert(&t->r, &t->s1, t->r_k1)) != FI_ADDR_NOTAVAIL &&
-	     (t->r_s2 = insert(&t->r, &t->s2, t->r_k2)) != FI_ADDR_NOTAVAIL;
+	     (t->r_s2 = insert(&t->r, &t->s2, t->r_k2)) != FI_ADDR_NOTAVAIL &&
+	     (t->r_s1b = insert(&t->r, &t->s1, t->r_k2)) != FI_ADDR_NOTAVAIL;
 	return LT_CHECK(ok, "av keys: keys inserted, endpoints enabled, addresses inserted");
 }
 
@@ -436,6 +441,26 @@ static void test_av_keys(void)
 		 comp.src == t.r_s2 && !strcmp(b3, "untagged two"),
 		 "auth-key recv: key 2's unexpected message taken by key 2's receive");
 
+	/* one sender under two keys (over an RDM core, two key slots of one peer) */
+	LT_CHECK(delivers(&t.s1, t.s1_r2, &t.r, SMALL, &src) && src == t.r_s1b,
+		 "two keys, one sender: key 2 delivered, reported as s1 with key 2");
+	memset(b1, 0, sizeof(b1));
+	memset(b2, 0, sizeof(b2));
+	LT_CHECK_RET(trecv_key(&t.r, b1, sizeof(b1), t.r_k1, TAG + 1, FI_AUTH_KEY |
+			       FI_COMPLETION, &c1), 0, "two keys, one sender: key 1 posted");
+	LT_CHECK(tsend_done(&t.s1, "s1 two", t.s1_r2, TAG + 1) && mark(&t, &t.s1, t.s1_r2) &&
+		 lt_cq_quiet(&t.r.ep.rx, 0) == 0,
+		 "two keys, one sender: its key 2 message passed key 1's receive by");
+	LT_CHECK(tsend_done(&t.s1, "s1 one", t.s1_r, TAG + 1) &&
+		 lt_cq_next(&t.r.ep.rx, &comp, LT_TIMEOUT_MS) && comp.op_context == &c1 &&
+		 comp.src == t.r_s1 && !strcmp(b1, "s1 one"),
+		 "two keys, one sender: its key 1 message taken by key 1's receive");
+	LT_CHECK_RET(trecv_key(&t.r, b2, sizeof(b2), t.r_k2, TAG + 1, FI_AUTH_KEY |
+			       FI_COMPLETION, &c2), 0, "two keys, one sender: key 2 posted");
+	LT_CHECK(lt_cq_next(&t.r.ep.rx, &comp, LT_TIMEOUT_MS) && comp.op_context == &c2 &&
+		 comp.src == t.r_s1b && !strcmp(b2, "s1 two"),
+		 "two keys, one sender: its key 2 message taken by key 2's receive");
+
 	/* bad arguments */
 	LT_CHECK_RET(trecv_key(&t.r, b1, sizeof(b1), t.r_s1, TAG, FI_AUTH_KEY, &c1), -FI_EINVAL,
 		     "FI_AUTH_KEY with an address fi_addr refused");
@@ -457,7 +482,7 @@ static void test_av_keys(void)
 		fi_addr_t late, dest;
 		int ctx;
 
-		if (LT_CHECK(av_key(&t.s1, "key-two", &late), "a late key at the sender")) {
+		if (LT_CHECK(av_key(&t.s1, "key-late", &late), "a late key at the sender")) {
 			dest = insert(&t.s1, &t.r, late);
 			LT_CHECK_RET(fi_send(t.s1.ep.ep, b1, 8, NULL, dest, &ctx), -FI_EACCES,
 				     "send with a key the sender was not enabled with refused");
