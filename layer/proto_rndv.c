@@ -35,7 +35,7 @@ int layer_rndv_prepare_tx(struct layer_ep *ep, struct layer_tx *tx,
 		};
 	}
 	tx->hdr.op = LAYER_OP_RTS;
-	tx->hdr.seg_cnt = (uint32_t) n;
+	tx->hdr.seg_cnt = (uint16_t) n;
 	/* A rendezvous message is acknowledged anyway, once pulled: no eager ACK request. */
 	tx->hdr.flags &= ~LAYER_HDR_ACK_REQ;
 	if (!tx->wants_ack)
