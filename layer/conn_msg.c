@@ -103,6 +103,23 @@ err_close_core_ep:
 	return ret;
 }
 
+/*
+ * From here on ep->core_info is the template of outgoing connections: their sockets take
+ * the listener's address but any port, or binding them to a port the listener holds (an
+ * application that chose its port, fi_getinfo with a service) fails with EADDRINUSE.
+ */
+static void layer_msg_clear_src_port(struct fi_info *info)
+{
+	struct sockaddr *sa = info->src_addr;
+
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET && info->src_addrlen >= sizeof(struct sockaddr_in))
+		((struct sockaddr_in *) sa)->sin_port = 0;
+	else if (sa->sa_family == AF_INET6 && info->src_addrlen >= sizeof(struct sockaddr_in6))
+		((struct sockaddr_in6 *) sa)->sin6_port = 0;
+}
+
 static int layer_msg_enable(struct layer_ep *ep)
 {
 	size_t addrlen = sizeof(ep->addr);
@@ -125,6 +142,7 @@ static int layer_msg_enable(struct layer_ep *ep)
 	if (ret)
 		goto err_close_pep;
 	ep->addrlen = ep->domain->addrlen;
+	layer_msg_clear_src_port(ep->core_info);
 	return 0;
 
 err_close_pep:

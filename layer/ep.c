@@ -565,6 +565,10 @@ static int layer_ep_open_core(struct layer_ep *ep, const struct fi_info *info)
 	ep->core_info = fi_dupinfo(domain->core_info);
 	if (!ep->core_info)
 		return -FI_ENOMEM;
+	/* Peers are named per send; the core's endpoints take no destination from the info. */
+	free(ep->core_info->dest_addr);
+	ep->core_info->dest_addr = NULL;
+	ep->core_info->dest_addrlen = 0;
 	if (info->src_addr && info->src_addrlen == domain->addrlen) {
 		free(ep->core_info->src_addr);
 		ep->core_info->src_addr = malloc(info->src_addrlen);

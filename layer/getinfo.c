@@ -279,9 +279,8 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	caps = hints && hints->caps ? layer_default_caps(hints->caps) : LAYER_EP_CAPS;
 	info->caps = caps;
 	info->mode = 0;
-	free(info->dest_addr);
-	info->dest_addr = NULL;
-	info->dest_addrlen = 0;
+	/* dest_addr stays: the peer that node/service named (fi_getinfo(3)), an endpoint
+	 * address as fi_av_insert takes it; applications insert it to reach their server. */
 	info->handle = NULL;
 
 	info->tx_attr->caps = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);
