@@ -176,6 +176,7 @@ static void layer_conn_release_bufs(struct layer_conn *conn)
 	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
 		util_bufpool_put(&conn->ep->buf_pool,
 				 container_of(item, struct layer_rx_buf, link));
+	conn->posted_cnt = 0;
 }
 
 /*

@@ -25,6 +25,12 @@ _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockadd
  */
 #define LAYER_CTRL_BUF_CNT 8
 
+/* Buffers a connection keeps posted: rx_buf_cnt, less those an outgoing one holds back. */
+static inline size_t layer_msg_buf_target(const struct layer_conn *conn)
+{
+	return layer_settings.rx_buf_cnt - conn->lazy_bufs;
+}
+
 static int layer_msg_post_buf_on(struct layer_conn *conn, struct layer_rx_buf *buf)
 {
 	ssize_t ret;
@@ -35,6 +41,7 @@ static int layer_msg_post_buf_on(struct layer_conn *conn, struct layer_rx_buf *b
 	if (ret)
 		return (int) ret;
 	util_dlist_insert_tail(&buf->link, &conn->posted_bufs);
+	conn->posted_cnt++;
 	return 0;
 }
 
@@ -43,7 +50,32 @@ static int layer_msg_post_buf(struct layer_ep *ep, struct layer_conn *conn,
 {
 	if (!conn || conn->state == LAYER_CONN_CLOSED || !conn->core_ep)
 		return -FI_ENOTCONN;
+	/* A buffer given back once a replacement went in goes to the pool. */
+	if (conn->posted_cnt >= layer_msg_buf_target(conn))
+		return -FI_EAGAIN;
 	return layer_msg_post_buf_on(conn, buf);
+}
+
+static void layer_msg_refill(struct layer_ep *ep, size_t upto)
+{
+	struct layer_rx_buf *buf;
+	struct util_dlist *item;
+	struct layer_conn *conn;
+
+	util_dlist_foreach(&ep->conns, item) {
+		conn = container_of(item, struct layer_conn, link);
+		if (conn->state == LAYER_CONN_CLOSED || !conn->core_ep)
+			continue;
+		while (conn->posted_cnt < UTIL_MIN(upto, layer_msg_buf_target(conn))) {
+			buf = util_bufpool_get(&ep->buf_pool);
+			if (!buf)
+				return;
+			if (layer_msg_post_buf_on(conn, buf)) {
+				util_bufpool_put(&ep->buf_pool, buf);
+				break;
+			}
+		}
+	}
 }
 
 static void layer_msg_close_core_ep(struct layer_conn *conn)
@@ -57,6 +89,7 @@ static void layer_msg_close_core_ep(struct layer_conn *conn)
 	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
 		util_bufpool_put(&conn->ep->buf_pool,
 				 container_of(item, struct layer_rx_buf, link));
+	conn->posted_cnt = 0;
 }
 
 static int layer_msg_setup_core(struct layer_ep *ep, struct layer_conn *conn,
@@ -423,6 +456,7 @@ const struct layer_core_ops layer_core_msg_ops = {
 	.progress = layer_msg_progress,
 	.trywait = layer_msg_trywait,
 	.post_buf = layer_msg_post_buf,
+	.refill = layer_msg_refill,
 	.conn_closing = layer_msg_conn_closing,
 	.op_failed = layer_msg_op_failed,
 	.handle_ack = layer_msg_handle_ack,

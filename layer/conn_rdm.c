@@ -95,6 +95,22 @@ static int layer_rdm_post_buf(struct layer_ep *ep, struct layer_conn *conn,
 	return 0;
 }
 
+static void layer_rdm_refill(struct layer_ep *ep, size_t upto)
+{
+	struct layer_rdm *rdm = &ep->rdm;
+	struct layer_rx_buf *buf;
+
+	while (rdm->posted_cnt < UTIL_MIN(upto, rdm->buf_target)) {
+		buf = util_bufpool_get(&ep->buf_pool);
+		if (!buf)
+			return;
+		if (layer_rdm_post_buf(ep, NULL, buf)) {
+			util_bufpool_put(&ep->buf_pool, buf);
+			return;
+		}
+	}
+}
+
 static struct layer_rdm_peer *layer_rdm_peer_find(struct layer_ep *ep, const void *addr)
 {
 	struct layer_rdm_peer *peer;
@@ -738,6 +754,7 @@ const struct layer_core_ops layer_core_rdm_ops = {
 	.progress = layer_rdm_progress,
 	.trywait = layer_rdm_trywait,
 	.post_buf = layer_rdm_post_buf,
+	.refill = layer_rdm_refill,
 	.conn_closing = layer_rdm_conn_closing,
 	.op_failed = layer_rdm_op_failed,
 	.handle_ack = layer_rdm_handle_ack,

@@ -85,6 +85,7 @@ struct layer_conn {
 	struct util_dlist inflight_tx; /* struct layer_tx posted to the core */
 	struct util_dlist rndv_tx;     /* struct layer_tx sent, waiting for their ACK */
 	struct util_dlist posted_bufs; /* struct layer_rx_buf posted to the core */
+	size_t posted_cnt;             /* MSG: buffers in posted_bufs */
 	struct util_dlist reading_rx;  /* struct layer_rx whose rendezvous reads run here */
 	struct util_dlist fenced_tx;   /* struct layer_tx held by an FI_FENCE until earlier
 					* sends to this peer complete */
@@ -184,8 +185,12 @@ struct layer_core_ops {
 	void (*progress)(struct layer_ep *ep);
 	/* fi_trywait on the core's wait objects (no lock held). */
 	int (*trywait)(struct layer_ep *ep);
-	/* Posts a bounce buffer for conn's messages (RDM: the endpoint's; conn unused). */
+	/* Posts a bounce buffer for conn's messages (RDM: the endpoint's; conn unused), unless
+	 * conn (RDM: the endpoint) already holds as many as it keeps: -FI_EAGAIN then. */
 	int (*post_buf)(struct layer_ep *ep, struct layer_conn *conn, struct layer_rx_buf *buf);
+	/* Posts bounce buffers until each home (MSG: every live connection; RDM: the endpoint)
+	 * holds min(upto, the number it keeps). */
+	void (*refill)(struct layer_ep *ep, size_t upto);
 	/* The core side of a connection being failed (MSG: closes its core endpoint). */
 	void (*conn_closing)(struct layer_conn *conn);
 	/* A core operation of conn failed with err (tx NULL for a read): fails the connection

@@ -671,8 +671,10 @@ void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *
 			layer_proto_complete_tx(ep, tx, 0);
 		break;
 	case LAYER_CTX_RX_BUF:
+		/* A connection's buffer (an RDM core's are handled in conn_rdm.c). */
 		buf = comp->op_context;
 		util_dlist_remove(&buf->link);
+		buf->conn->posted_cnt--;
 		buf->len = comp->len;
 		layer_proto_handle_buf(ep, buf);
 		break;
@@ -704,6 +706,7 @@ void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry 
 		/* A connection's buffer (an RDM core's are handled in conn_rdm.c). */
 		buf = err->op_context;
 		util_dlist_remove(&buf->link);
+		buf->conn->posted_cnt--;
 		if (code != FI_ECANCELED && buf->conn && buf->conn->state != LAYER_CONN_CLOSED)
 			layer_conn_fail(buf->conn, code);
 		util_bufpool_put(&ep->buf_pool, buf);
