@@ -197,7 +197,7 @@ static void layer_conn_orphan_unexpected(struct layer_ep *ep, struct layer_conn 
 			FI_INFO(&layer_prov, FI_LOG_EP_DATA,
 				"dropping unexpected rendezvous message of a lost connection\n");
 			util_dlist_remove(&buf->link);
-			util_bufpool_put(&ep->buf_pool, buf);
+			layer_unexp_put(ep, buf);
 		} else {
 			buf->conn = NULL;
 		}

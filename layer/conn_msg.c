@@ -36,6 +36,7 @@ static int layer_msg_post_buf_on(struct layer_conn *conn, struct layer_rx_buf *b
 	ssize_t ret;
 
 	buf->type = LAYER_CTX_RX_BUF;
+	buf->is_record = false;
 	buf->conn = conn;
 	ret = fi_recv(conn->core_ep, buf->data, conn->ep->buf_size, NULL, FI_ADDR_UNSPEC, buf);
 	if (ret)

@@ -149,7 +149,7 @@ static int layer_ep_close(struct fid *fid)
 	ep->core->close(ep);
 	layer_conn_free_all(ep);
 	while ((item = util_dlist_pop_front(&ep->unexp_msgs)))
-		util_bufpool_put(&ep->buf_pool, container_of(item, struct layer_rx_buf, link));
+		layer_unexp_put(ep, container_of(item, struct layer_rx_buf, link));
 	layer_tagged_close(ep);
 	util_lock_release(&ep->lock);
 
@@ -161,6 +161,7 @@ static int layer_ep_close(struct fid *fid)
 		atomic_fetch_sub(&ep->av->ref, 1);
 	if (ep->eq)
 		atomic_fetch_sub(&ep->eq->util.ref, 1);
+	util_bufpool_fini(&ep->rec_pool);
 	util_bufpool_fini(&ep->buf_pool);
 	util_bufpool_fini(&ep->rx_pool);
 	util_bufpool_fini(&ep->tx_pool);
@@ -662,9 +663,13 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 				layer_settings.rx_buf_cnt, 0);
 	if (ret)
 		goto err_fini_rx_pool;
-	ret = util_tagm_init(&ep->tagm, 0);
+	ret = util_bufpool_init(&ep->rec_pool, sizeof(struct layer_rx_buf) + LAYER_RECORD_SIZE,
+				0, 64, 0);
 	if (ret)
 		goto err_fini_buf_pool;
+	ret = util_tagm_init(&ep->tagm, 0);
+	if (ret)
+		goto err_fini_rec_pool;
 	ret = layer_ep_open_core(ep, info);
 	if (ret)
 		goto err_fini_tagm;
@@ -684,8 +689,10 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 
 err_fini_tagm:
 	util_tagm_fini(&ep->tagm);
-err_fini_buf_pool:
+err_fini_rec_pool:
 	fi_freeinfo(ep->core_info);
+	util_bufpool_fini(&ep->rec_pool);
+err_fini_buf_pool:
 	util_bufpool_fini(&ep->buf_pool);
 err_fini_rx_pool:
 	util_bufpool_fini(&ep->rx_pool);

@@ -120,6 +120,8 @@ struct layer_tx {
 
 struct layer_rx_buf {
 	enum layer_ctx_type type;      /* LAYER_CTX_RX_BUF; first */
+	bool is_record;                /* a record from ep->rec_pool (an unexpected message's
+					* copy), not a bounce buffer */
 	struct util_dlist link;        /* conn->posted_bufs (RDM: ep->rdm.posted_bufs), then
 					* ep->unexp_msgs if unexpected */
 	struct layer_conn *conn;       /* the connection it came on (RDM: set at arrival);
@@ -129,9 +131,16 @@ struct layer_rx_buf {
 	fi_addr_t key;                 /* its connection's key handle (conn->key), kept for
 					* FI_AUTH_KEY receives once the connection is gone */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
-	/* header, then payload (up to eager_size) */
+	/* header, then payload (up to eager_size; a record: LAYER_RECORD_SIZE in all) */
 	uint8_t data[] __attribute__((aligned(16)));
 };
+
+/*
+ * Data bytes of a record: what a sender that waits for this endpoint's answer sends, a
+ * rendezvous request or an acknowledged message up to the inject size (unexp.c).
+ */
+#define LAYER_RECORD_SIZE (LAYER_HDR_SIZE + UTIL_MAX(LAYER_INJECT_SIZE, \
+				LAYER_RTS_MAX_SEGS * sizeof(struct layer_rts_seg)))
 
 /* A receive posted by the application. */
 struct layer_rx {
@@ -277,6 +286,11 @@ struct layer_ep {
 	size_t rx_used;
 	struct util_bufpool buf_pool;  /* struct layer_rx_buf */
 	size_t buf_size;               /* header + eager_size */
+	/* unexpected messages: what they hold (unexp.c) */
+	struct util_bufpool rec_pool;  /* struct layer_rx_buf records, LAYER_RECORD_SIZE */
+	size_t unexp_bytes;            /* held now: bounce buffers and records, as allocated */
+	size_t unexp_max_bytes;        /* the most held at once */
+	size_t unexp_cnt;              /* messages held, claimed ones included */
 	uint64_t next_msg_id;
 	size_t core_iov_limit;         /* iov entries one core send takes */
 	size_t core_inject_size;       /* bytes one core inject takes (header included) */
@@ -367,12 +381,24 @@ void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, 
 bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx, struct layer_rx_buf *buf);
 /* Gives a bounce buffer back to its connection (or the pool). */
 void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf);
-/* Posts a replacement for a buffer kept as unexpected. */
-void layer_proto_replace_buf(struct layer_ep *ep, struct layer_conn *conn);
-/* Drops a received message nobody will receive, answering its sender when it waits. */
+/*
+ * Drops an unexpected message nobody will receive (taken off the lists), answering its sender
+ * when it waits; releases it.
+ */
 void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf);
 struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t flags,
 				const struct iovec *iov, size_t iov_cnt, fi_addr_t src);
+
+/* unexp.c (ep->lock held) */
+/*
+ * buf (buf->conn, buf->src_addr set) matched no receive: returns what keeps it, buf or a
+ * record, charged to the endpoint; gives the core a buffer back for it.
+ */
+struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *buf);
+/* A kept message was received or discarded (off the lists): frees what kept it. */
+void layer_unexp_release(struct layer_ep *ep, struct layer_rx_buf *buf);
+/* The same without giving anything to the core (endpoint close, lost connection). */
+void layer_unexp_put(struct layer_ep *ep, struct layer_rx_buf *buf);
 
 /* tagged.c (ep->lock held) */
 void layer_tagged_arrive(struct layer_ep *ep, struct layer_rx_buf *buf);

@@ -8,6 +8,6 @@ liblayer_fi_la_SOURCES = \
 	layer/cq.c layer/eq.c \
 	layer/ep.h layer/ep.c layer/auth.c layer/conn.c layer/conn_msg.c layer/conn_rdm.c \
 	layer/msg.c layer/tagged.c layer/nosys.c \
-	layer/proto.h layer/proto.c layer/proto_rndv.c
+	layer/proto.h layer/proto.c layer/proto_rndv.c layer/unexp.c
 liblayer_fi_la_LIBADD = util/libutil.la $(FABRIC_LIBS) $(PTHREAD_LIBS)
 liblayer_fi_la_LDFLAGS = -module -avoid-version -shared -export-symbols-regex '^fi_prov_ini$$'

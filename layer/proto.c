@@ -1,8 +1,8 @@
 /*
  * Data path of the reliable-datagram endpoint: sends (inline, eager, or rendezvous via
  * proto_rndv.c), arrival of core messages, matching against posted receives in posting
- * order, unexpected messages in arrival order, multi-receive buffers, and completions.
- * Everything here runs with ep->lock held.
+ * order, unexpected messages in arrival order (kept by unexp.c), multi-receive buffers, and
+ * completions. Everything here runs with ep->lock held.
  */
 #include "config.h"
 
@@ -558,20 +558,9 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 		return;
 	}
 
-	/* Unexpected: keep the buffer until a receive matches, give the core another. */
+	/* Unexpected: kept until a receive matches (unexp.c). */
+	buf = layer_unexp_keep(ep, buf);
 	util_dlist_insert_tail(&buf->link, &ep->unexp_msgs);
-	layer_proto_replace_buf(ep, conn);
-}
-
-void layer_proto_replace_buf(struct layer_ep *ep, struct layer_conn *conn)
-{
-	struct layer_rx_buf *spare;
-
-	if (conn->state == LAYER_CONN_CLOSED)
-		return;
-	spare = util_bufpool_get(&ep->buf_pool);
-	if (spare && layer_core_post_buf(ep, conn, spare))
-		util_bufpool_put(&ep->buf_pool, spare);
 }
 
 void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf)
@@ -582,7 +571,7 @@ void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf)
 	if ((hdr->op == LAYER_OP_RTS || (hdr->flags & LAYER_HDR_ACK_REQ)) && buf->conn &&
 	    buf->conn->state != LAYER_CONN_CLOSED)
 		layer_proto_send_ctrl(ep, buf->conn, LAYER_OP_ACK, hdr->msg_id);
-	layer_proto_repost_buf(ep, buf);
+	layer_unexp_release(ep, buf);
 }
 
 struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t flags,
@@ -629,7 +618,7 @@ ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t io
 			continue;
 		util_dlist_remove(&buf->link);
 		is_released = layer_proto_deliver(ep, rx, buf);
-		layer_proto_repost_buf(ep, buf);
+		layer_unexp_release(ep, buf);
 		if (is_released)
 			return 0;
 	}

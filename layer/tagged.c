@@ -30,18 +30,19 @@ static inline struct layer_rx_buf *layer_buf_of(struct util_tagm_msg *msg)
 
 void layer_tagged_arrive(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
-	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	uint64_t tag = ((const struct layer_hdr *) buf->data)->tag;
 	struct util_tagm_recv *recv;
 
 	/* An FI_AUTH_KEY receive names the key: the message's group (util/tagm.h). */
-	recv = util_tagm_recv_match(&ep->tagm, hdr->tag, buf->src_addr, buf->key);
+	recv = util_tagm_recv_match(&ep->tagm, tag, buf->src_addr, buf->key);
 	if (recv) {
 		layer_proto_deliver(ep, container_of(recv, struct layer_rx, tagm), buf);
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}
-	util_tagm_msg_add(&ep->tagm, &buf->tagm, hdr->tag, buf->src_addr, buf->key);
-	layer_proto_replace_buf(ep, buf->conn);
+	/* Unexpected: kept until a receive or a probe takes it (unexp.c). */
+	buf = layer_unexp_keep(ep, buf);
+	util_tagm_msg_add(&ep->tagm, &buf->tagm, tag, buf->src_addr, buf->key);
 }
 
 /* What a peek or a discard reports: the message's metadata, data only when copied. */
@@ -134,7 +135,7 @@ static ssize_t layer_tagged_claim(struct layer_ep *ep, const struct iovec *iov, 
 		return 0;
 	}
 	layer_proto_deliver(ep, rx, buf);
-	layer_proto_repost_buf(ep, buf);
+	layer_unexp_release(ep, buf);
 	return 0;
 }
 
@@ -153,7 +154,7 @@ static ssize_t layer_tagged_post(struct layer_ep *ep, const struct iovec *iov, s
 	if (msg) {
 		buf = layer_buf_of(msg);
 		layer_proto_deliver(ep, rx, buf);
-		layer_proto_repost_buf(ep, buf);
+		layer_unexp_release(ep, buf);
 		return 0;
 	}
 	util_tagm_recv_post(&ep->tagm, &rx->tagm, tag, ignore, src);
@@ -225,9 +226,7 @@ static void layer_tagged_free_recv(struct util_tagm_recv *recv, void *arg)
 
 static void layer_tagged_free_msg(struct util_tagm_msg *msg, void *arg)
 {
-	struct layer_ep *ep = arg;
-
-	util_bufpool_put(&ep->buf_pool, layer_buf_of(msg));
+	layer_unexp_put(arg, layer_buf_of(msg));
 }
 
 void layer_tagged_close(struct layer_ep *ep)
@@ -257,7 +256,7 @@ void layer_tagged_orphan(struct layer_ep *ep, struct layer_conn *conn)
 		buf = layer_buf_of(msg);
 		if (((const struct layer_hdr *) buf->data)->op == LAYER_OP_RTS) {
 			util_tagm_msg_remove(&ep->tagm, msg);
-			util_bufpool_put(&ep->buf_pool, buf);
+			layer_unexp_put(ep, buf);
 		} else {
 			buf->conn = NULL;
 		}
