@@ -66,6 +66,8 @@ void layer_ep_progress(struct layer_ep *ep)
 		if (!util_dlist_empty(&ep->closed_conns) ||
 		    !util_dlist_empty(&ep->draining_conns))
 			layer_conn_reap(ep);
+		/* A lost connection's messages may have left the bound's hold. */
+		layer_unexp_check(ep);
 	}
 	util_lock_release(&ep->lock);
 }
@@ -667,6 +669,7 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 				0, 64, 0);
 	if (ret)
 		goto err_fini_buf_pool;
+	ep->unexp_limit = layer_settings.unexp_max;
 	ret = util_tagm_init(&ep->tagm, 0);
 	if (ret)
 		goto err_fini_rec_pool;

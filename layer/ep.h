@@ -286,11 +286,14 @@ struct layer_ep {
 	size_t rx_used;
 	struct util_bufpool buf_pool;  /* struct layer_rx_buf */
 	size_t buf_size;               /* header + eager_size */
-	/* unexpected messages: what they hold (unexp.c) */
+	/* unexpected messages: what they hold and the bound on it (unexp.c) */
 	struct util_bufpool rec_pool;  /* struct layer_rx_buf records, LAYER_RECORD_SIZE */
+	size_t unexp_limit;            /* FI_OFI_LAYER_UNEXP_MAX */
 	size_t unexp_bytes;            /* held now: bounce buffers and records, as allocated */
 	size_t unexp_max_bytes;        /* the most held at once */
 	size_t unexp_cnt;              /* messages held, claimed ones included */
+	uint64_t stall_cnt;            /* buffers held back from the core */
+	bool is_short;                 /* a home was left short of buffers by the bound */
 	uint64_t next_msg_id;
 	size_t core_iov_limit;         /* iov entries one core send takes */
 	size_t core_inject_size;       /* bytes one core inject takes (header included) */
@@ -392,13 +395,27 @@ struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t fla
 /* unexp.c (ep->lock held) */
 /*
  * buf (buf->conn, buf->src_addr set) matched no receive: returns what keeps it, buf or a
- * record, charged to the endpoint; gives the core a buffer back for it.
+ * record, charged to the endpoint; gives the core a buffer back for it unless the bound
+ * holds it back.
  */
 struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *buf);
 /* A kept message was received or discarded (off the lists): frees what kept it. */
 void layer_unexp_release(struct layer_ep *ep, struct layer_rx_buf *buf);
 /* The same without giving anything to the core (endpoint close, lost connection). */
 void layer_unexp_put(struct layer_ep *ep, struct layer_rx_buf *buf);
+/* An FI_PEEK found nothing: one more message may come in on each home left dry. */
+void layer_unexp_peek_missed(struct layer_ep *ep);
+void layer_unexp_update(struct layer_ep *ep);
+
+/*
+ * After anything that may lift the bound's hold: a release, a receive posted or a send
+ * outstanding (the endpoint waits), progress. Refills short homes.
+ */
+static inline void layer_unexp_check(struct layer_ep *ep)
+{
+	if (unlikely(ep->is_short))
+		layer_unexp_update(ep);
+}
 
 /* tagged.c (ep->lock held) */
 void layer_tagged_arrive(struct layer_ep *ep, struct layer_rx_buf *buf);

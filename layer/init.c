@@ -16,6 +16,7 @@ struct layer_settings layer_settings = {
 	.tx_size = 1024,
 	.rx_size = 1024,
 	.cq_batch = 32,
+	.unexp_max = 16 << 20,
 };
 
 static void layer_cleanup(void)
@@ -52,6 +53,10 @@ static const struct layer_param {
 	  "Default receive queue depth reported in rx_attr->size (default: 1024)" },
 	{ "cq_batch", &layer_settings.cq_batch, 1, 64,
 	  "Core completions read per progress call (default: 32)" },
+	{ "unexp_max", &layer_settings.unexp_max, 0, (size_t) 1 << 40,
+	  "Bytes the unexpected messages of an endpoint may hold, each receive buffer or "
+	  "header record they keep counted in full; past it the endpoint pushes back on its "
+	  "senders, see fi_layer(7) (default: 16777216)" },
 };
 
 static void layer_read_params(void)

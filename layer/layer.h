@@ -52,6 +52,7 @@ struct layer_settings {
 	size_t tx_size;       /* default transmit queue depth */
 	size_t rx_size;       /* default receive queue depth */
 	size_t cq_batch;      /* core completions read per progress call */
+	size_t unexp_max;     /* bytes an endpoint's unexpected messages may hold (unexp.c) */
 };
 extern struct layer_settings layer_settings;
 

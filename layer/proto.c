@@ -322,11 +322,13 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 		     ((flags & FI_FENCE) && conn->tx_active))) {
 		/* Behind a fence: starts when everything sent before it has completed. */
 		util_dlist_insert_tail(&tx->link, &conn->fenced_tx);
-		return 0;
+	} else {
+		tx->is_active = true;
+		conn->tx_active++;
+		layer_proto_post_tx(conn, tx);
 	}
-	tx->is_active = true;
-	conn->tx_active++;
-	layer_proto_post_tx(conn, tx);
+	/* A send outstanding lifts a stall on receiving (its answer may be behind it). */
+	layer_unexp_check(ep);
 	return 0;
 }
 
@@ -623,6 +625,8 @@ ssize_t layer_proto_recv(struct layer_ep *ep, const struct iovec *iov, size_t io
 			return 0;
 	}
 	util_dlist_insert_tail(&rx->link, &ep->posted_rx);
+	/* A receive waits: a stall on receiving is lifted (its message may be behind it). */
+	layer_unexp_check(ep);
 	return 0;
 }
 

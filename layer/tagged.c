@@ -82,6 +82,8 @@ static ssize_t layer_tagged_peek(struct layer_ep *ep, const struct iovec *iov, s
 		/* Asynchronous by the spec: "not found" is a CQ error entry, not a return. */
 		if (ep->rx_cq)
 			util_cq_write_error(&ep->rx_cq->util, &err);
+		/* It may be behind data the bound holds back: let some in. */
+		layer_unexp_peek_missed(ep);
 		return 0;
 	}
 	buf = layer_buf_of(msg);
@@ -158,6 +160,8 @@ static ssize_t layer_tagged_post(struct layer_ep *ep, const struct iovec *iov, s
 		return 0;
 	}
 	util_tagm_recv_post(&ep->tagm, &rx->tagm, tag, ignore, src);
+	/* A receive waits: a stall on receiving is lifted (its message may be behind it). */
+	layer_unexp_check(ep);
 	return 0;
 }
 

@@ -1,15 +1,34 @@
 /*
- * Unexpected messages: what keeps them, and what they hold.
+ * Unexpected messages: what they hold, and the bound on it (FI_OFI_LAYER_UNEXP_MAX).
  *
  * A message that matches no posted receive is kept until one does, in arrival order (on
  * ep->unexp_msgs, or in util's tag matcher). An eager message keeps the bounce buffer it
  * arrived in: no second copy. A message whose sender waits for this endpoint's answer (a
  * rendezvous request, or a small message sent with an acknowledgement request) is copied into
  * a record of LAYER_RECORD_SIZE bytes, and its bounce buffer goes back to the core at once:
- * a large unexpected message costs its header only. The core gets a buffer back for every
- * one an unexpected message took from its home (MSG: the connection; RDM: the endpoint).
+ * a large unexpected message costs its header only.
  *
- * ep->unexp_bytes counts what they hold, bounce buffers and records as allocated.
+ * ep->unexp_bytes counts what they hold, bounce buffers and records as allocated. Under the
+ * limit nothing changes: the core gets a buffer back for every one an unexpected message
+ * took from its home (MSG: the connection; RDM: the endpoint). Past it, the core gets no
+ * buffer back, so a home runs dry once the buffers it had posted are used up. The core then
+ * holds its peers' data: tcp stops reading the socket, whose flow control stalls the sender,
+ * whose core sends and then whose ofi_layer sends queue until its tx_size is used up
+ * (-FI_EAGAIN). Buffers of messages received or discarded go back to their homes; once under
+ * the limit, every home is refilled.
+ * No deadlock: what the application waits for may sit behind stalled data, in the same
+ * socket or, over an RDM core, behind any peer's: a message for a posted receive, the data
+ * of a rendezvous read, the ACK, read request or HELLO_ACK a send waits for. So the stall
+ * holds only while the endpoint waits for nothing (no receive posted or reading, no send
+ * outstanding); as soon as it does, every home is refilled and data flows as under the
+ * limit. An FI_PEEK that finds nothing lets one more message into each home left dry, so
+ * that a probe loop moves forward too.
+ *
+ * So, exactly: as long as the endpoint has waited for nothing since it went past the limit,
+ * unexpected memory stays under the limit plus the buffers its homes had posted then
+ * (rx_buf_cnt per connection a peer sends on over a MSG core, 4 * rx_buf_cnt over an RDM
+ * core), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in
+ * whatever the senders send meanwhile.
  */
 #include "config.h"
 
@@ -22,6 +41,21 @@ static inline size_t layer_unexp_charge(const struct layer_ep *ep,
 					const struct layer_rx_buf *buf)
 {
 	return buf->is_record ? ep->rec_pool.elem_size : ep->buf_pool.elem_size;
+}
+
+/*
+ * The endpoint may be waiting for something that comes through a stalled home: a receive is
+ * posted (or reading), or a send is outstanding (its ACK, the peer's read request, the
+ * HELLO_ACK that lets it go).
+ */
+static inline bool layer_ep_is_waiting(const struct layer_ep *ep)
+{
+	return ep->rx_used || ep->tx_used;
+}
+
+static inline bool layer_unexp_is_stalled(const struct layer_ep *ep)
+{
+	return ep->unexp_bytes > ep->unexp_limit && !layer_ep_is_waiting(ep);
 }
 
 /* A sender that waits for our answer, and a message small enough for a record. */
@@ -68,6 +102,13 @@ struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *
 	if (ep->unexp_bytes > ep->unexp_max_bytes)
 		ep->unexp_max_bytes = ep->unexp_bytes;
 
+	if (unlikely(layer_unexp_is_stalled(ep))) {
+		/* Held back: the home runs one buffer short. */
+		ep->is_short = true;
+		ep->stall_cnt++;
+		util_bufpool_put(&ep->buf_pool, spare);
+		return kept;
+	}
 	if (!spare)
 		spare = util_bufpool_get(&ep->buf_pool);
 	if (spare && layer_core_post_buf(ep, conn, spare))
@@ -86,10 +127,29 @@ void layer_unexp_release(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
 	if (buf->is_record) {
 		layer_unexp_put(ep, buf);
-		return;
+	} else {
+		/* Its home posts it if it was left short, else it goes to the pool. */
+		ep->unexp_bytes -= layer_unexp_charge(ep, buf);
+		ep->unexp_cnt--;
+		layer_proto_repost_buf(ep, buf);
 	}
-	/* Its home posts it if it is short of one, else it goes to the pool. */
-	ep->unexp_bytes -= layer_unexp_charge(ep, buf);
-	ep->unexp_cnt--;
-	layer_proto_repost_buf(ep, buf);
+	layer_unexp_check(ep);
+}
+
+void layer_unexp_peek_missed(struct layer_ep *ep)
+{
+	if (!ep->is_short)
+		return;
+	if (layer_unexp_is_stalled(ep))
+		ep->core->refill(ep, 1);
+	else
+		layer_unexp_update(ep);
+}
+
+void layer_unexp_update(struct layer_ep *ep)
+{
+	if (ep->is_short && !layer_unexp_is_stalled(ep)) {
+		ep->is_short = false;
+		ep->core->refill(ep, SIZE_MAX);
+	}
 }
