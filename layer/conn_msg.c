@@ -427,6 +427,12 @@ static void layer_msg_op_failed(struct layer_conn *conn, const struct layer_tx *
 		layer_conn_fail(conn, err);
 }
 
+/* A PACE applies to the connection it came on, the one sends to that peer take. */
+static void layer_msg_handle_pace(struct layer_conn *conn, bool is_paced)
+{
+	layer_proto_set_paced(conn, is_paced);
+}
+
 /* ACKs come back on the connection the message went out on. */
 static void layer_msg_handle_ack(struct layer_conn *conn, const struct layer_hdr *hdr)
 {
@@ -461,4 +467,5 @@ const struct layer_core_ops layer_core_msg_ops = {
 	.conn_closing = layer_msg_conn_closing,
 	.op_failed = layer_msg_op_failed,
 	.handle_ack = layer_msg_handle_ack,
+	.handle_pace = layer_msg_handle_pace,
 };

@@ -71,6 +71,7 @@ struct layer_rdm_peer {
 	size_t in_cnt;
 	struct layer_rdm_out_slot *out; /* by our slot; out_cnt in use */
 	size_t out_cnt;
+	bool is_paced;                 /* it asked us to pace our sends to it (PACE) */
 	struct util_dlist out_conns;   /* struct layer_conn by peer_link: sends to it */
 	uint8_t addr[LAYER_ADDR_MAX];  /* normalised, ep->addrlen bytes (the hash key) */
 };
@@ -314,6 +315,7 @@ static void layer_rdm_peer_fail(struct layer_rdm_peer *peer, int err)
 		peer->out[i].is_hello_sent = false;
 		peer->out[i].is_acked = false;
 	}
+	peer->is_paced = false;
 	peer->is_failing = true;
 	for (i = 0; i < peer->in_cnt; i++) {
 		if (peer->in[i].conn)
@@ -342,6 +344,7 @@ static int layer_rdm_connect(struct layer_ep *ep, size_t index, const void *addr
 		return -FI_ENOMEM;
 	conn->peer_index = index;
 	conn->key_slot = (uint16_t) slot;
+	conn->is_paced = peer->is_paced;
 	util_dlist_insert_tail(&conn->peer_link, &peer->out_conns);
 	if (peer->out[slot].is_acked) {
 		conn->state = LAYER_CONN_CONNECTED;
@@ -440,6 +443,19 @@ static void layer_rdm_handle_ack(struct layer_conn *conn, const struct layer_hdr
 	FI_WARN(&layer_prov, FI_LOG_EP_DATA, "dropping ack for unknown message %lu\n",
 		(unsigned long) hdr->msg_id);
 	conn->ep->dropped_cnt++;
+}
+
+/* A PACE comes from the peer: it applies to every connection that sends to it. */
+static void layer_rdm_handle_pace(struct layer_conn *conn, bool is_paced)
+{
+	struct layer_rdm_peer *peer = conn->rdm_peer;
+	struct util_dlist *item;
+
+	if (!peer)
+		return;
+	peer->is_paced = is_paced;
+	util_dlist_foreach(&peer->out_conns, item)
+		layer_proto_set_paced(container_of(item, struct layer_conn, peer_link), is_paced);
 }
 
 static void layer_rdm_drop(struct layer_ep *ep, struct layer_rx_buf *buf, const char *why)
@@ -561,10 +577,12 @@ static void layer_rdm_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf, 
 		return;
 	}
 	/*
-	 * User data counts only on a slot whose key was accepted. An ACK answers one of our
-	 * own sends, whatever key the peer sends with: it comes on slot 0's connection.
+	 * User data counts only on a slot whose key was accepted. A reply (ACK, and PACE or
+	 * UNPACE) is about our own sends, whatever key the peer sends with: it comes on slot
+	 * 0's connection.
 	 */
-	is_ack = is_versioned && hdr->op == LAYER_OP_ACK;
+	is_ack = is_versioned && (hdr->op == LAYER_OP_ACK || hdr->op == LAYER_OP_PACE ||
+				  hdr->op == LAYER_OP_UNPACE);
 	slot = is_versioned && !is_ack ? hdr->key_slot : 0;
 	if (unlikely(slot && (slot >= peer->in_cnt ||
 			      peer->in[slot].state == LAYER_RDM_SLOT_UNKNOWN))) {
@@ -759,4 +777,5 @@ const struct layer_core_ops layer_core_rdm_ops = {
 	.conn_closing = layer_rdm_conn_closing,
 	.op_failed = layer_rdm_op_failed,
 	.handle_ack = layer_rdm_handle_ack,
+	.handle_pace = layer_rdm_handle_pace,
 };

@@ -76,6 +76,8 @@ struct layer_conn {
 					* own), else FI_ADDR_NOTAVAIL */
 	uint16_t key_slot;             /* RDM: outgoing, the slot of its key at the peer;
 					* incoming, the peer's slot it serves; MSG: 0 */
+	bool is_paced;                 /* the peer asked us to pace our sends on it (PACE) */
+	bool is_pace_asked;            /* we asked the peer to pace its sends (unexp.c) */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
 	struct layer_rdm_peer *rdm_peer; /* RDM: the peer it belongs to, NULL once closed */
 	struct util_dlist peer_link;   /* RDM, outgoing: rdm_peer->out_conns */
@@ -209,6 +211,9 @@ struct layer_core_ops {
 	/* An ACK came in on conn: completes the send it answers (RDM: on one of the peer's
 	 * outgoing connections). */
 	void (*handle_ack)(struct layer_conn *conn, const struct layer_hdr *hdr);
+	/* A PACE (is_paced) or UNPACE came in on conn: applies to the connections the
+	 * endpoint sends to that peer on (layer_proto_set_paced). */
+	void (*handle_pace)(struct layer_conn *conn, bool is_paced);
 };
 
 extern const struct layer_core_ops layer_core_msg_ops;
@@ -293,7 +298,9 @@ struct layer_ep {
 	size_t unexp_max_bytes;        /* the most held at once */
 	size_t unexp_cnt;              /* messages held, claimed ones included */
 	uint64_t stall_cnt;            /* buffers held back from the core */
+	uint64_t pace_cnt;             /* PACE requests sent */
 	bool is_short;                 /* a home was left short of buffers by the bound */
+	bool is_pacing;                /* some connection's peer was asked to pace */
 	uint64_t next_msg_id;
 	size_t core_iov_limit;         /* iov entries one core send takes */
 	size_t core_inject_size;       /* bytes one core inject takes (header included) */
@@ -389,6 +396,11 @@ void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf);
  * when it waits; releases it.
  */
 void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf);
+/*
+ * The peer of conn asks (is_paced) that sends to it complete on its answer, or no longer:
+ * small ones acknowledged, the others by rendezvous; queued sends are changed too.
+ */
+void layer_proto_set_paced(struct layer_conn *conn, bool is_paced);
 struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t flags,
 				const struct iovec *iov, size_t iov_cnt, fi_addr_t src);
 
@@ -409,11 +421,11 @@ void layer_unexp_update(struct layer_ep *ep);
 
 /*
  * After anything that may lift the bound's hold: a release, a receive posted or a send
- * outstanding (the endpoint waits), progress. Refills short homes.
+ * outstanding (the endpoint waits), progress. Refills short homes, releases paced peers.
  */
 static inline void layer_unexp_check(struct layer_ep *ep)
 {
-	if (unlikely(ep->is_short))
+	if (unlikely(ep->is_short || ep->is_pacing))
 		layer_unexp_update(ep);
 }
 

@@ -1,8 +1,8 @@
 /*
  * Data path of the reliable-datagram endpoint: sends (inline, eager, or rendezvous via
- * proto_rndv.c), arrival of core messages, matching against posted receives in posting
- * order, unexpected messages in arrival order (kept by unexp.c), multi-receive buffers, and
- * completions. Everything here runs with ep->lock held.
+ * proto_rndv.c; paced when the peer asks, see unexp.c), arrival of core messages, matching
+ * against posted receives in posting order, unexpected messages in arrival order (kept by
+ * unexp.c), multi-receive buffers, and completions. Everything here runs with ep->lock held.
  */
 #include "config.h"
 
@@ -238,6 +238,62 @@ void layer_proto_flush_pending(struct layer_conn *conn)
 	}
 }
 
+/* tx completes on the target's ACK, sent once the message is matched and placed. */
+static void layer_tx_want_ack(struct layer_ep *ep, struct layer_tx *tx)
+{
+	tx->wants_ack = true;
+	tx->hdr.flags |= LAYER_HDR_ACK_REQ;
+	tx->hdr.msg_id = ep->next_msg_id++;
+}
+
+/*
+ * A user send not yet handed to the core takes the paced form: acknowledged when it is
+ * inline, rendezvous otherwise (its buffers, or its copy, registered). Left as it is when
+ * registration fails: pacing only keeps the peer's memory small.
+ */
+static void layer_proto_pace_tx(struct layer_ep *ep, struct layer_tx *tx)
+{
+	struct iovec iov[LAYER_IOV_LIMIT];
+	size_t cnt;
+
+	if (tx->is_ctrl || tx->wants_ack || tx->hdr.op != LAYER_OP_EAGER)
+		return;
+	if (tx->len <= LAYER_INJECT_SIZE) {
+		layer_tx_want_ack(ep, tx);
+		return;
+	}
+	if (tx->bounce) {
+		iov[0].iov_base = (char *) tx->bounce + sizeof(tx->hdr);
+		iov[0].iov_len = tx->len;
+		cnt = 1;
+	} else {
+		/* Zero copy: the header, then the user's iovs. */
+		cnt = tx->iov_cnt - 1;
+		memcpy(iov, &tx->iov[1], cnt * sizeof(*iov));
+	}
+	if (layer_rndv_prepare_tx(ep, tx, iov, cnt))
+		FI_INFO(&layer_prov, FI_LOG_EP_DATA, "a queued send stays eager\n");
+}
+
+static void layer_proto_pace_list(struct layer_ep *ep, struct util_dlist *list)
+{
+	struct util_dlist *item;
+
+	util_dlist_foreach(list, item)
+		layer_proto_pace_tx(ep, container_of(item, struct layer_tx, link));
+}
+
+void layer_proto_set_paced(struct layer_conn *conn, bool is_paced)
+{
+	if (conn->is_paced == is_paced)
+		return;
+	conn->is_paced = is_paced;
+	if (!is_paced || conn->state == LAYER_CONN_CLOSED)
+		return;
+	layer_proto_pace_list(conn->ep, &conn->pending_tx);
+	layer_proto_pace_list(conn->ep, &conn->fenced_tx);
+}
+
 ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t iov_cnt,
 			 fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
 			 void *context)
@@ -278,19 +334,20 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 		.tag = tag,
 		.data = data,
 	};
-	/* The target acknowledges once the message is matched and placed (or discarded). */
-	if (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)) {
-		tx->wants_ack = true;
-		tx->hdr.flags |= LAYER_HDR_ACK_REQ;
-		tx->hdr.msg_id = ep->next_msg_id++;
-	}
+	/*
+	 * The target acknowledges once the message is matched and placed (or discarded). A
+	 * paced connection's small messages wait for that too, its larger ones go rendezvous.
+	 */
+	if ((flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)) ||
+	    (unlikely(conn->is_paced) && len <= LAYER_INJECT_SIZE))
+		layer_tx_want_ack(ep, tx);
 
 	if (len <= LAYER_INJECT_SIZE) {
 		layer_copy_from_iov(tx->inline_data, iov, iov_cnt);
 		tx->iov[0].iov_base = &tx->hdr;
 		tx->iov[0].iov_len = sizeof(tx->hdr) + len;
 		tx->iov_cnt = 1;
-	} else if (len <= layer_settings.eager_size) {
+	} else if (len <= layer_settings.eager_size && likely(!conn->is_paced)) {
 		if (iov_cnt < ep->core_iov_limit) {
 			/* Zero copy: the core sends the header and the user's buffers. */
 			tx->iov[0].iov_base = &tx->hdr;
@@ -507,6 +564,8 @@ static bool layer_proto_hdr_ok(const struct layer_rx_buf *buf)
 		       buf->len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
 		       hdr->size <= LAYER_MAX_MSG_SIZE && layer_rts_segs_ok(hdr);
 	case LAYER_OP_ACK:
+	case LAYER_OP_PACE:
+	case LAYER_OP_UNPACE:
 		return buf->len == sizeof(*hdr);
 	default:
 		return false;
@@ -531,8 +590,11 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}
-	if (hdr->op == LAYER_OP_ACK) {
-		ep->core->handle_ack(conn, hdr);
+	if (unlikely(hdr->op != LAYER_OP_EAGER && hdr->op != LAYER_OP_RTS)) {
+		if (hdr->op == LAYER_OP_ACK)
+			ep->core->handle_ack(conn, hdr);
+		else
+			ep->core->handle_pace(conn, hdr->op == LAYER_OP_PACE);
 		layer_proto_repost_buf(ep, buf);
 		return;
 	}

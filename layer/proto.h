@@ -4,7 +4,9 @@
  * sender's registered segments, which the receiver reads with the core's RMA read once the
  * message is matched, and acknowledges with an ACK. Over an RDM core, the first message to a
  * peer is a HELLO with the sender's address, answered by HELLO_ACK (conn_rdm.c); over a MSG
- * core that address travels in the connection request (struct layer_hello).
+ * core that address travels in the connection request (struct layer_hello). A receiver whose
+ * unexpected messages hold more than its bound sends PACE to their senders, which then send
+ * so that their sends complete on its answer, until UNPACE (unexp.c).
  *
  * Authorization keys travel once per connection: after the address in the connection
  * request (MSG core), or after the address in a HELLO (RDM core), where each key a sender
@@ -24,13 +26,15 @@
 #define LAYER_PROTO_VERSION 1
 
 /* Operations, with their names for logs. */
-#define LAYER_OPS(X)                                                      \
-	X(EAGER, "eager")         /* header + payload */                  \
-	X(RTS, "rts")             /* rendezvous request */                \
-	X(ACK, "ack")             /* rendezvous data pulled */            \
-	X(HELLO, "hello")         /* RDM core: the sender's address, key */ \
-	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */ \
-	X(HELLO_NAK, "hello-nak") /* RDM core: the HELLO's key is refused */
+#define LAYER_OPS(X)                                                         \
+	X(EAGER, "eager")         /* header + payload */                     \
+	X(RTS, "rts")             /* rendezvous request */                   \
+	X(ACK, "ack")             /* rendezvous data pulled */               \
+	X(HELLO, "hello")         /* RDM core: the sender's address, key */  \
+	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */    \
+	X(HELLO_NAK, "hello-nak") /* RDM core: the HELLO's key is refused */ \
+	X(PACE, "pace")           /* receiver over its unexpected bound */   \
+	X(UNPACE, "unpace")       /* receiver under half its bound again */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,

@@ -10,25 +10,32 @@
  *
  * ep->unexp_bytes counts what they hold, bounce buffers and records as allocated. Under the
  * limit nothing changes: the core gets a buffer back for every one an unexpected message
- * took from its home (MSG: the connection; RDM: the endpoint). Past it, the core gets no
- * buffer back, so a home runs dry once the buffers it had posted are used up. The core then
- * holds its peers' data: tcp stops reading the socket, whose flow control stalls the sender,
- * whose core sends and then whose ofi_layer sends queue until its tx_size is used up
- * (-FI_EAGAIN). Buffers of messages received or discarded go back to their homes; once under
- * the limit, every home is refilled.
+ * took from its home (MSG: the connection; RDM: the endpoint). Past it, two things happen:
+ * - Stall: the core gets no buffer back, so a home runs dry once the buffers it had posted
+ *   are used up. The core then holds its peers' data: tcp stops reading the socket, whose
+ *   flow control stalls the sender, whose core sends and then whose ofi_layer sends queue
+ *   until its tx_size is used up (-FI_EAGAIN). Buffers of messages received or discarded go
+ *   back to their homes; once under the limit, every home is refilled.
+ * - Pacing: the sender of an eager message that arrives unexpected is asked (PACE) to send
+ *   so that its sends complete on this endpoint's answer: rendezvous above the inject size,
+ *   eager with an acknowledgement request at or below it. What it sends then waits here as
+ *   records, at most its tx_size of them, and its application sees its sends wait, then
+ *   -FI_EAGAIN. UNPACE releases it once under half the limit.
+ *
  * No deadlock: what the application waits for may sit behind stalled data, in the same
  * socket or, over an RDM core, behind any peer's: a message for a posted receive, the data
  * of a rendezvous read, the ACK, read request or HELLO_ACK a send waits for. So the stall
  * holds only while the endpoint waits for nothing (no receive posted or reading, no send
  * outstanding); as soon as it does, every home is refilled and data flows as under the
- * limit. An FI_PEEK that finds nothing lets one more message into each home left dry, so
- * that a probe loop moves forward too.
+ * limit, pacing keeping what comes in small. An FI_PEEK that finds nothing lets one more
+ * message into each home left dry, so that a probe loop moves forward too.
  *
  * So, exactly: as long as the endpoint has waited for nothing since it went past the limit,
  * unexpected memory stays under the limit plus the buffers its homes had posted then
  * (rx_buf_cnt per connection a peer sends on over a MSG core, 4 * rx_buf_cnt over an RDM
- * core), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in
- * whatever the senders send meanwhile.
+ * core), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in more,
+ * but only what its senders had handed to their core before they were paced, and one record
+ * per paced send (each sender's tx_size at most).
  */
 #include "config.h"
 
@@ -85,8 +92,41 @@ static struct layer_rx_buf *layer_unexp_record(struct layer_ep *ep,
 	return rec;
 }
 
+/* Asks the peer of conn to pace its sends to this endpoint, once. */
+static void layer_unexp_pace(struct layer_ep *ep, struct layer_conn *conn)
+{
+	if (!conn || conn->is_pace_asked || conn->state == LAYER_CONN_CLOSED)
+		return;
+	if (layer_proto_send_ctrl(ep, conn, LAYER_OP_PACE, 0))
+		return;
+	FI_INFO(&layer_prov, FI_LOG_EP_DATA,
+		"unexpected messages hold %zu bytes (limit %zu): pacing a sender\n",
+		ep->unexp_bytes, ep->unexp_limit);
+	conn->is_pace_asked = true;
+	ep->is_pacing = true;
+	ep->pace_cnt++;
+}
+
+static void layer_unexp_unpace(struct layer_ep *ep)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_conn *conn;
+
+	ep->is_pacing = false;
+	/* A failed send moves its connection off the list, and only that one. */
+	util_dlist_foreach_safe(&ep->conns, item, tmp) {
+		conn = container_of(item, struct layer_conn, link);
+		if (!conn->is_pace_asked)
+			continue;
+		conn->is_pace_asked = false;
+		/* Without memory for it, the peer stays paced: slower, never wrong. */
+		layer_proto_send_ctrl(ep, conn, LAYER_OP_UNPACE, 0);
+	}
+}
+
 struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	struct layer_conn *conn = buf->conn;
 	struct layer_rx_buf *kept = buf, *spare = NULL;
 
@@ -102,12 +142,17 @@ struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *
 	if (ep->unexp_bytes > ep->unexp_max_bytes)
 		ep->unexp_max_bytes = ep->unexp_bytes;
 
-	if (unlikely(layer_unexp_is_stalled(ep))) {
-		/* Held back: the home runs one buffer short. */
-		ep->is_short = true;
-		ep->stall_cnt++;
-		util_bufpool_put(&ep->buf_pool, spare);
-		return kept;
+	if (unlikely(ep->unexp_bytes > ep->unexp_limit)) {
+		/* Its sender does not wait for us: ask it to. */
+		if (hdr->op == LAYER_OP_EAGER && !(hdr->flags & LAYER_HDR_ACK_REQ))
+			layer_unexp_pace(ep, conn);
+		if (!layer_ep_is_waiting(ep)) {
+			/* Held back: the home runs one buffer short. */
+			ep->is_short = true;
+			ep->stall_cnt++;
+			util_bufpool_put(&ep->buf_pool, spare);
+			return kept;
+		}
 	}
 	if (!spare)
 		spare = util_bufpool_get(&ep->buf_pool);
@@ -152,4 +197,6 @@ void layer_unexp_update(struct layer_ep *ep)
 		ep->is_short = false;
 		ep->core->refill(ep, SIZE_MAX);
 	}
+	if (ep->is_pacing && ep->unexp_bytes <= ep->unexp_limit / 2)
+		layer_unexp_unpace(ep);
 }
