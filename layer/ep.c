@@ -376,6 +376,32 @@ static ssize_t layer_ep_cancel(fid_t fid, void *context)
 	return ret;
 }
 
+static int layer_ep_get_unexp_stats(struct layer_ep *ep, void *optval, size_t *optlen)
+{
+	struct fi_layer_unexp_stats *stats = optval;
+
+	if (!optval || !optlen)
+		return -FI_EINVAL;
+	if (*optlen < sizeof(*stats)) {
+		*optlen = sizeof(*stats);
+		return -FI_ETOOSMALL;
+	}
+	util_lock_acquire(&ep->lock);
+	*stats = (struct fi_layer_unexp_stats) {
+		.bytes = ep->unexp_bytes,
+		.max_bytes = ep->unexp_max_bytes,
+		.msg_cnt = ep->unexp_cnt,
+		.limit = ep->unexp_limit,
+		.buf_bytes = ep->buf_pool.elem_size,
+		.record_bytes = ep->rec_pool.elem_size,
+		.stall_cnt = ep->stall_cnt,
+		.pace_cnt = ep->pace_cnt,
+	};
+	util_lock_release(&ep->lock);
+	*optlen = sizeof(*stats);
+	return 0;
+}
+
 static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
 	struct layer_ep *ep = container_of(fid, struct layer_ep, ep_fid.fid);
@@ -383,6 +409,8 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
+	if (optname == FI_OPT_LAYER_UNEXP_STATS)
+		return layer_ep_get_unexp_stats(ep, optval, optlen);
 	if (optname == FI_OPT_MIN_MULTI_RECV)
 		size = sizeof(size_t);
 	else if (optname == FI_OPT_LAYER_AUTH_DROPPED)
@@ -413,8 +441,8 @@ static int layer_ep_setopt(fid_t fid, int level, int optname, const void *optval
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
-	/* a count the provider keeps: read only */
-	if (optname == FI_OPT_LAYER_AUTH_DROPPED)
+	/* what the provider counts: read only */
+	if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_UNEXP_STATS)
 		return -FI_EOPNOTSUPP;
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;

@@ -11,6 +11,8 @@
  * 2. ofi_layer's authorization-key format, and the endpoint option that counts the peers
  *    and messages refused for their key (FI_OPT_LAYER_AUTH_DROPPED).
  * 3. Reverse lookup (address -> fi_addr) on an ofi_layer AV, through fi_open_ops.
+ * 4. The members and key of an AV set, through fi_open_ops.
+ * 5. An endpoint's unexpected-message memory, through fi_getopt.
  *
  * This header does not depend on the project's config.h: it tests the macros themselves.
  */
@@ -179,6 +181,30 @@ struct fi_layer_av_set_ops {
 	size_t size;
 	int (*members)(struct fid_av_set *set, fi_addr_t *addrs, size_t *count);
 	int (*comm_key)(struct fid_av_set *set, void *key, size_t *key_size);
+};
+
+/*
+ * Endpoint option (fi_getopt, level FI_OPT_ENDPOINT, a struct fi_layer_unexp_stats): what the
+ * unexpected messages of the endpoint hold, against the bound FI_OFI_LAYER_UNEXP_MAX
+ * (fi_layer(7) says how it is kept):
+ *	struct fi_layer_unexp_stats stats;
+ *	size_t len = sizeof(stats);
+ *	fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_UNEXP_STATS, &stats, &len);
+ * Returns 0 and fills stats; -FI_ETOOSMALL with *optlen set to the size needed when *optlen
+ * is smaller; -FI_EINVAL for a NULL optval or optlen. Read only: fi_setopt returns
+ * -FI_EOPNOTSUPP.
+ */
+#define FI_OPT_LAYER_UNEXP_STATS (-0x4c02)
+
+struct fi_layer_unexp_stats {
+	size_t bytes;        /* held now by unexpected messages, claimed ones included */
+	size_t max_bytes;    /* the most held at once since the endpoint was opened */
+	size_t msg_cnt;      /* unexpected messages held now */
+	size_t limit;        /* the bound: FI_OFI_LAYER_UNEXP_MAX */
+	size_t buf_bytes;    /* what a message kept in its receive buffer counts */
+	size_t record_bytes; /* what a message kept as a header record counts */
+	uint64_t stall_cnt;  /* receive buffers held back from the core past the bound */
+	uint64_t pace_cnt;   /* requests to pace sent to senders */
 };
 
 #ifdef __cplusplus
