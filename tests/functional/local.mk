@@ -69,6 +69,9 @@ tests_functional_test_tagged_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_tagged_threads
 tests_functional_test_tagged_threads_SOURCES = tests/functional/test_tagged_threads.c $(func_common)
 tests_functional_test_tagged_threads_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_unexp
+tests_functional_test_unexp_SOURCES = tests/functional/test_unexp.c $(func_common)
+tests_functional_test_unexp_LDADD = $(func_ldadd)
 
 # The data-path tests above once more over net;ofi_layer (an RDM core); 77 without net.
 dist_check_SCRIPTS += tests/functional/run_over_net.sh
