@@ -137,10 +137,7 @@ struct layer_rx_buf {
 	uint8_t data[] __attribute__((aligned(16)));
 };
 
-/*
- * Data bytes of a record: what a sender that waits for this endpoint's answer sends, a
- * rendezvous request or an acknowledged message up to the inject size (unexp.c).
- */
+/* Data bytes of a record: a rendezvous request, or a message up to the inject size (unexp.c). */
 #define LAYER_RECORD_SIZE (LAYER_HDR_SIZE + UTIL_MAX(LAYER_INJECT_SIZE, \
 				LAYER_RTS_MAX_SEGS * sizeof(struct layer_rts_seg)))
 
@@ -397,8 +394,8 @@ void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf);
  */
 void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf);
 /*
- * The peer of conn asks (is_paced) that sends to it complete on its answer, or no longer:
- * small ones acknowledged, the others by rendezvous; queued sends are changed too.
+ * The peer of conn asks (is_paced) that messages above the inject size go to it by
+ * rendezvous, or no longer; the sends still queued for the core are changed too.
  */
 void layer_proto_set_paced(struct layer_conn *conn, bool is_paced);
 struct layer_rx *layer_rx_alloc(struct layer_ep *ep, void *context, uint64_t flags,

@@ -238,30 +238,18 @@ void layer_proto_flush_pending(struct layer_conn *conn)
 	}
 }
 
-/* tx completes on the target's ACK, sent once the message is matched and placed. */
-static void layer_tx_want_ack(struct layer_ep *ep, struct layer_tx *tx)
-{
-	tx->wants_ack = true;
-	tx->hdr.flags |= LAYER_HDR_ACK_REQ;
-	tx->hdr.msg_id = ep->next_msg_id++;
-}
-
 /*
- * A user send not yet handed to the core takes the paced form: acknowledged when it is
- * inline, rendezvous otherwise (its buffers, or its copy, registered). Left as it is when
- * registration fails: pacing only keeps the peer's memory small.
+ * An eager user send above the inject size not yet handed to the core goes by rendezvous
+ * instead (its buffers, or its copy, registered). Left as it is when registration fails:
+ * pacing only keeps the peer's memory small.
  */
 static void layer_proto_pace_tx(struct layer_ep *ep, struct layer_tx *tx)
 {
 	struct iovec iov[LAYER_IOV_LIMIT];
 	size_t cnt;
 
-	if (tx->is_ctrl || tx->wants_ack || tx->hdr.op != LAYER_OP_EAGER)
+	if (tx->is_ctrl || tx->hdr.op != LAYER_OP_EAGER || tx->len <= LAYER_INJECT_SIZE)
 		return;
-	if (tx->len <= LAYER_INJECT_SIZE) {
-		layer_tx_want_ack(ep, tx);
-		return;
-	}
 	if (tx->bounce) {
 		iov[0].iov_base = (char *) tx->bounce + sizeof(tx->hdr);
 		iov[0].iov_len = tx->len;
@@ -334,14 +322,14 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 		.tag = tag,
 		.data = data,
 	};
-	/*
-	 * The target acknowledges once the message is matched and placed (or discarded). A
-	 * paced connection's small messages wait for that too, its larger ones go rendezvous.
-	 */
-	if ((flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)) ||
-	    (unlikely(conn->is_paced) && len <= LAYER_INJECT_SIZE))
-		layer_tx_want_ack(ep, tx);
+	/* The target acknowledges once the message is matched and placed (or discarded). */
+	if (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)) {
+		tx->wants_ack = true;
+		tx->hdr.flags |= LAYER_HDR_ACK_REQ;
+		tx->hdr.msg_id = ep->next_msg_id++;
+	}
 
+	/* Above the inject size, a paced connection (its peer is past its bound) goes rendezvous. */
 	if (len <= LAYER_INJECT_SIZE) {
 		layer_copy_from_iov(tx->inline_data, iov, iov_cnt);
 		tx->iov[0].iov_base = &tx->hdr;

@@ -6,7 +6,7 @@
  * peer is a HELLO with the sender's address, answered by HELLO_ACK (conn_rdm.c); over a MSG
  * core that address travels in the connection request (struct layer_hello). A receiver whose
  * unexpected messages hold more than its bound sends PACE to their senders, which then send
- * so that their sends complete on its answer, until UNPACE (unexp.c).
+ * their messages above the inject size by rendezvous, until UNPACE (unexp.c).
  *
  * Authorization keys travel once per connection: after the address in the connection
  * request (MSG core), or after the address in a HELLO (RDM core), where each key a sender

@@ -3,10 +3,11 @@
  *
  * A message that matches no posted receive is kept until one does, in arrival order (on
  * ep->unexp_msgs, or in util's tag matcher). An eager message keeps the bounce buffer it
- * arrived in: no second copy. A message whose sender waits for this endpoint's answer (a
- * rendezvous request, or a small message sent with an acknowledgement request) is copied into
- * a record of LAYER_RECORD_SIZE bytes, and its bounce buffer goes back to the core at once:
- * a large unexpected message costs its header only.
+ * arrived in: no second copy. A rendezvous request, a small message (up to the inject size)
+ * whose sender waits for an acknowledgement, and past the limit any small message, is copied
+ * into a record of LAYER_RECORD_SIZE bytes, and its bounce buffer goes back to the core at
+ * once: a large unexpected message costs its header only, a small one past the limit a
+ * record instead of a whole buffer.
  *
  * ep->unexp_bytes counts what they hold, bounce buffers and records as allocated. Under the
  * limit nothing changes: the core gets a buffer back for every one an unexpected message
@@ -16,11 +17,13 @@
  *   flow control stalls the sender, whose core sends and then whose ofi_layer sends queue
  *   until its tx_size is used up (-FI_EAGAIN). Buffers of messages received or discarded go
  *   back to their homes; once under the limit, every home is refilled.
- * - Pacing: the sender of an eager message that arrives unexpected is asked (PACE) to send
- *   so that its sends complete on this endpoint's answer: rendezvous above the inject size,
- *   eager with an acknowledgement request at or below it. What it sends then waits here as
- *   records, at most its tx_size of them, and its application sees its sends wait, then
- *   -FI_EAGAIN. UNPACE releases it once under half the limit.
+ * - Pacing: the sender of an eager message above the inject size that arrives unexpected is
+ *   asked (PACE) to send such messages by rendezvous: its sends then complete once this
+ *   endpoint has matched them, what it sends waits here as records, at most its tx_size of
+ *   them, and its application sees its sends wait, then -FI_EAGAIN. UNPACE releases it once
+ *   under half the limit. Small messages are not paced: a sender that waits for its small
+ *   sends to complete before it sends the one the receiver waits for (a window of sends,
+ *   as fi_layer_bench's unexpected test keeps) would never get there.
  *
  * No deadlock: what the application waits for may sit behind stalled data, in the same
  * socket or, over an RDM core, behind any peer's: a message for a posted receive, the data
@@ -33,9 +36,9 @@
  * So, exactly: as long as the endpoint has waited for nothing since it went past the limit,
  * unexpected memory stays under the limit plus the buffers its homes had posted then
  * (rx_buf_cnt per connection a peer sends on over a MSG core, 4 * rx_buf_cnt over an RDM
- * core), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in more,
- * but only what its senders had handed to their core before they were paced, and one record
- * per paced send (each sender's tx_size at most).
+ * core), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in more:
+ * what its senders had handed to their core before they were paced, one record per paced
+ * send (each sender's tx_size at most), and one record per small message that arrives.
  */
 #include "config.h"
 
@@ -65,13 +68,17 @@ static inline bool layer_unexp_is_stalled(const struct layer_ep *ep)
 	return ep->unexp_bytes > ep->unexp_limit && !layer_ep_is_waiting(ep);
 }
 
-/* A sender that waits for our answer, and a message small enough for a record. */
-static bool layer_unexp_fits_record(const struct layer_rx_buf *buf)
+/*
+ * Copied into a record: a message that fits one, if its sender waits for our answer or if
+ * keeping its buffer would take the endpoint past its limit.
+ */
+static bool layer_unexp_fits_record(const struct layer_ep *ep, const struct layer_rx_buf *buf)
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 
 	return buf->len <= LAYER_RECORD_SIZE &&
-	       (hdr->op == LAYER_OP_RTS || (hdr->flags & LAYER_HDR_ACK_REQ));
+	       (hdr->op == LAYER_OP_RTS || (hdr->flags & LAYER_HDR_ACK_REQ) ||
+		ep->unexp_bytes + ep->buf_pool.elem_size > ep->unexp_limit);
 }
 
 static struct layer_rx_buf *layer_unexp_record(struct layer_ep *ep,
@@ -130,7 +137,7 @@ struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *
 	struct layer_conn *conn = buf->conn;
 	struct layer_rx_buf *kept = buf, *spare = NULL;
 
-	if (layer_unexp_fits_record(buf)) {
+	if (layer_unexp_fits_record(ep, buf)) {
 		kept = layer_unexp_record(ep, buf);
 		if (kept)
 			spare = buf;
@@ -143,8 +150,9 @@ struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *
 		ep->unexp_max_bytes = ep->unexp_bytes;
 
 	if (unlikely(ep->unexp_bytes > ep->unexp_limit)) {
-		/* Its sender does not wait for us: ask it to. */
-		if (hdr->op == LAYER_OP_EAGER && !(hdr->flags & LAYER_HDR_ACK_REQ))
+		/* Its sender does not wait for us and it is too big for a record: pace it. */
+		if (hdr->op == LAYER_OP_EAGER && hdr->size > LAYER_INJECT_SIZE &&
+		    !(hdr->flags & LAYER_HDR_ACK_REQ))
 			layer_unexp_pace(ep, conn);
 		if (!layer_ep_is_waiting(ep)) {
 			/* Held back: the home runs one buffer short. */
