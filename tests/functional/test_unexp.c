@@ -13,6 +13,10 @@
  *   last one only: it completes, then everything else does.
  * - Probe (FI_TAGGED): the same, but R looks for B's last message with FI_PEEK in a loop
  *   and takes it with FI_CLAIM.
+ * - Window (FI_TAGGED): A sends many small messages keeping a window of sends outstanding
+ *   (it waits for completions before it sends more), and R waits for A's last one first:
+ *   small messages are not paced, so A's sends complete and the last one arrives; R kept
+ *   the others as records.
  *
  * Nothing here waits for time to pass: the flood stops once the sender cannot send any more
  * and the receiver reports that it held buffers back; every other wait is for completions,
@@ -36,6 +40,9 @@
 #define B_CNT 20
 /* Progress rounds without a send getting through before the flood counts as pushed back. */
 #define PUSHBACK_ROUNDS 200
+/* The window test: small messages, at most WINDOW sends outstanding. */
+#define W_CNT 1024
+#define WINDOW 16
 
 #define A_TAG 0x10000
 #define B_TAG 0x20000
@@ -60,10 +67,13 @@ static struct lt_dom dom;
 static struct lt_ep r;
 static struct peer pa, pb;
 static bool tagged;
+static bool small_only;
 
-/* Mostly eager sizes, some small (paced: acknowledged), some rendezvous (header only). */
+/* Mostly eager sizes, some small, some rendezvous (header only); or only small ones. */
 static size_t msg_len(size_t i)
 {
+	if (small_only)
+		return (i * 37) % 257;
 	if (i % 11 == 10)
 		return 40000;
 	if (i % 7 == 6)
@@ -137,8 +147,8 @@ static int peer_open(struct peer *p, uint64_t tag_base, size_t cnt)
 	if (!p->sbuf || !p->rbuf || !p->sctx || !p->rctx || !p->is_received)
 		return -FI_ENOMEM;
 	for (i = 0; i < cnt; i++) {
-		p->sbuf[i] = malloc(msg_len(i));
-		p->rbuf[i] = calloc(1, msg_len(i));
+		p->sbuf[i] = malloc(msg_len(i) + 1);
+		p->rbuf[i] = calloc(1, msg_len(i) + 1);
 		if (!p->sbuf[i] || !p->rbuf[i])
 			return -FI_ENOMEM;
 		lt_fill(p->sbuf[i], msg_len(i), tag_base + i);
@@ -337,13 +347,13 @@ static void check_drained(const char *what)
 		 "%s: nothing left held as unexpected", what);
 }
 
-static int open_all(size_t b_cnt)
+static int open_all(size_t a_cnt, size_t b_cnt)
 {
 	int ret;
 
 	ret = lt_ep_open(&dom, NULL, &r);
 	if (!ret)
-		ret = peer_open(&pa, A_TAG, A_CNT);
+		ret = peer_open(&pa, A_TAG, a_cnt);
 	if (!ret)
 		ret = peer_open(&pb, B_TAG, b_cnt);
 	return ret;
@@ -361,7 +371,7 @@ static void run_flood(void)
 {
 	const char *what = tagged ? "tagged flood" : "msg flood";
 
-	if (!LT_CHECK_RET(open_all(0), 0, "%s: open endpoints", what))
+	if (!LT_CHECK_RET(open_all(A_CNT, 0), 0, "%s: open endpoints", what))
 		goto out;
 	check_flood(what);
 	if (!post_recvs(&pa, 0, pa.cnt, tagged, what))
@@ -387,7 +397,7 @@ static void run_deadlock(void)
 	struct peer *p;
 	size_t k;
 
-	if (!LT_CHECK_RET(open_all(B_CNT), 0, "%s: open endpoints", what))
+	if (!LT_CHECK_RET(open_all(A_CNT, B_CNT), 0, "%s: open endpoints", what))
 		goto out;
 	check_flood(what);
 	send_behind(&pb, what);
@@ -424,7 +434,7 @@ static void run_probe(void)
 	bool is_found = false;
 	ssize_t ret;
 
-	if (!LT_CHECK_RET(open_all(B_CNT), 0, "%s: open endpoints", what))
+	if (!LT_CHECK_RET(open_all(A_CNT, B_CNT), 0, "%s: open endpoints", what))
 		goto out;
 	check_flood(what);
 	send_behind(&pb, what);
@@ -475,6 +485,56 @@ out:
 	close_all();
 }
 
+/* A sends small messages with a window of sends outstanding; R waits for the last first. */
+static void run_window(void)
+{
+	const char *what = "window of small sends";
+	struct fi_layer_unexp_stats stats;
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct peer *p;
+	size_t k = 0;
+	ssize_t ret;
+
+	small_only = true;
+	if (!LT_CHECK_RET(open_all(W_CNT, 0), 0, "%s: open endpoints", what) ||
+	    !post_recvs(&pa, pa.cnt - 1, pa.cnt, false, what))
+		goto out;
+	while (pa.sent < pa.cnt && lt_now_ms() < deadline) {
+		if (!peer_reap(&pa))
+			goto out;
+		if (pa.sent - pa.done >= WINDOW) {
+			lt_progress();
+			continue;
+		}
+		ret = post_send(&pa, pa.sent);
+		if (ret && ret != -FI_EAGAIN) {
+			LT_CHECK_RET(ret, 0, "%s: send %zu", what, pa.sent);
+			goto out;
+		}
+		pa.sent += !ret;
+	}
+	LT_CHECK(pa.sent == pa.cnt, "%s: the sender's sends complete, its window moves on (%zu "
+		 "of %zu sent)", what, pa.sent, pa.cnt);
+	p = take_recv(&k);
+	LT_CHECK(p == &pa && k == pa.cnt - 1, "%s: the last message is received first", what);
+	if (LT_CHECK(unexp_stats(&stats), "%s: fi_getopt(FI_LAYER_OPT_UNEXP_STATS)", what)) {
+		lt_note("%s: %zu unexpected messages hold %zu bytes, at most %zu; %lu paced", what,
+			stats.msg_cnt, stats.bytes, stats.max_bytes,
+			(unsigned long) stats.pace_cnt);
+		LT_CHECK(stats.msg_cnt == pa.cnt - 1 && !stats.pace_cnt &&
+			 stats.max_bytes <= unexp_bound(&stats, 1) +
+					    pa.cnt * stats.record_bytes,
+			 "%s: small messages are not paced; past the limit they are records", what);
+	}
+	if (!post_recvs(&pa, 0, pa.cnt - 1, true, what))
+		goto out;
+	finish_all(what);
+	check_drained(what);
+out:
+	small_only = false;
+	close_all();
+}
+
 int main(void)
 {
 	struct fi_info *hints;
@@ -499,8 +559,10 @@ int main(void)
 		tagged = mode;
 		run_flood();
 		run_deadlock();
-		if (tagged)
+		if (tagged) {
 			run_probe();
+			run_window();
+		}
 	}
 
 	lt_dom_close(&dom);
