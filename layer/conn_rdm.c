@@ -634,7 +634,11 @@ static void layer_rdm_progress(struct layer_ep *ep)
 	ssize_t ret, i;
 
 	for (;;) {
+		/* The core serves peers' reads in here, looking their keys up in the map other
+		 * endpoints of the domain register into and close from (domain.c). */
+		util_lock_acquire(&ep->domain->core_mr_lock);
 		ret = fi_cq_readfrom(ep->core_cq, comp, batch, src);
+		util_lock_release(&ep->domain->core_mr_lock);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
 			if (fi_cq_readerr(ep->core_cq, &err, 0) == 1)

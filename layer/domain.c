@@ -1,6 +1,15 @@
 /*
  * Domain: wraps the core's domain. Memory registration is passed to the core; the provider
  * registers users' buffers itself (with its own keys) for rendezvous reads.
+ *
+ * Registrations are serialised here, whatever the core's threading says: the core domain is
+ * shared by every endpoint of the domain, and each endpoint locks only itself. net (1.17)
+ * grants FI_THREAD_SAFE but closes a registration without any lock, while it registers and,
+ * in its progress, looks up the keys of incoming reads under its own: two endpoints
+ * registering and releasing rendezvous buffers at once corrupt its key map (a registration
+ * fails with -FI_ENOKEY, a peer's read of a live buffer fails with "unknown key"). So
+ * core_mr_lock covers every core registration and close, and the core progress of RDM
+ * endpoints (conn_rdm.c), where incoming reads are served.
  */
 #include "config.h"
 
@@ -26,7 +35,9 @@ static int layer_mr_close(struct fid *fid)
 	struct layer_mr *mr = container_of(fid, struct layer_mr, mr_fid.fid);
 	int ret;
 
+	util_lock_acquire(&mr->domain->core_mr_lock);
 	ret = fi_close(&mr->core_mr->fid);
+	util_lock_release(&mr->domain->core_mr_lock);
 	if (ret)
 		return ret;
 	atomic_fetch_sub(&mr->domain->ref, 1);
@@ -69,7 +80,9 @@ static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
+	util_lock_acquire(&domain->core_mr_lock);
 	ret = fi_mr_regattr(domain->core_domain, attr, flags, &mr->core_mr);
+	util_lock_release(&domain->core_mr_lock);
 	if (ret) {
 		free(mr);
 		return ret;
@@ -121,9 +134,19 @@ int layer_domain_reg_rma(struct layer_domain *domain, const struct iovec *iov, s
 			 struct fid_mr **mr)
 {
 	uint64_t key = LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->next_mr_key, 1);
+	int ret;
 
-	return fi_mr_regv(domain->core_domain, iov, count, FI_REMOTE_READ, 0, key, 0, mr,
-			  NULL);
+	util_lock_acquire(&domain->core_mr_lock);
+	ret = fi_mr_regv(domain->core_domain, iov, count, FI_REMOTE_READ, 0, key, 0, mr, NULL);
+	util_lock_release(&domain->core_mr_lock);
+	return ret;
+}
+
+void layer_domain_dereg_rma(struct layer_domain *domain, struct fid_mr *mr)
+{
+	util_lock_acquire(&domain->core_mr_lock);
+	fi_close(&mr->fid);
+	util_lock_release(&domain->core_mr_lock);
 }
 
 static int layer_domain_close(struct fid *fid)
@@ -138,6 +161,7 @@ static int layer_domain_close(struct fid *fid)
 		return ret;
 	atomic_fetch_sub(&domain->fabric->ref, 1);
 	fi_freeinfo(domain->core_info);
+	util_lock_fini(&domain->core_mr_lock);
 	free(domain);
 	return 0;
 }
@@ -263,6 +287,8 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 		}
 	}
 	atomic_init(&domain->next_mr_key, 0);
+	/* Only FI_THREAD_DOMAIN keeps two endpoints of the domain from running at once. */
+	util_lock_init(&domain->core_mr_lock, domain->threading != FI_THREAD_DOMAIN);
 	atomic_init(&domain->ref, 0);
 
 	domain->domain_fid.fid.fclass = FI_CLASS_DOMAIN;

@@ -142,6 +142,9 @@ struct layer_domain {
 	size_t auth_key_size;          /* FI_AV_AUTH_KEY: keys come from the AV; else 0 */
 	struct layer_key auth_key;     /* the domain's key (domain_attr->auth_key), or none */
 	_Atomic uint64_t next_mr_key;  /* keys for the provider's own registrations */
+	/* The core domain's registrations: taken around registering, closing, and the core
+	 * progress that looks keys up (domain.c says why). */
+	struct util_lock core_mr_lock;
 	atomic_int ref;                /* objects open on this domain */
 };
 
@@ -151,6 +154,8 @@ int layer_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 /* Registers buf for remote read by the core (rendezvous), with a provider-owned key. */
 int layer_domain_reg_rma(struct layer_domain *domain, const struct iovec *iov, size_t count,
 			 struct fid_mr **mr);
+/* Closes a registration of layer_domain_reg_rma. */
+void layer_domain_dereg_rma(struct layer_domain *domain, struct fid_mr *mr);
 
 /* cq.c, eq.c, cntr.c: the application-visible objects, util's plus progress wiring. */
 struct layer_cq {

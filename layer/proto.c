@@ -96,7 +96,7 @@ void layer_proto_free_tx(struct layer_ep *ep, struct layer_tx *tx)
 	size_t i;
 
 	for (i = 0; i < tx->mr_cnt; i++)
-		fi_close(&tx->mr[i]->fid);
+		layer_domain_dereg_rma(ep->domain, tx->mr[i]);
 	free(tx->bounce);
 	if (!tx->is_ctrl)
 		ep->tx_used--;
