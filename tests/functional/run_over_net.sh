@@ -19,8 +19,8 @@ export LSAN_OPTIONS
 # open defect of the RDM path under FI_THREAD_SAFE, recorded in the issue tracker's closing
 # note; it still runs over tcp, and LAYER_NET_ALL=1 puts it back here to chase the defect.
 tests="test_getinfo test_msg test_tagged test_multi_recv test_cancel test_twoproc
-	test_tagged_threads test_av_ep test_bad_input test_malformed test_objects test_auth_data
-	test_server_port test_unexp"
+	test_domain_threads test_tagged_threads test_av_ep test_bad_input test_malformed
+	test_objects test_auth_data test_server_port test_unexp"
 [ "${LAYER_NET_ALL:-0}" = 1 ] && tests="$tests test_threads"
 
 pass=0 fail=0 skip=0
