@@ -104,6 +104,7 @@ struct layer_tx {
 	size_t len;                    /* message bytes */
 	bool is_ctrl;                  /* provider's own message: no user completion */
 	bool is_acked;                 /* ACK seen before the core completed the send */
+	int ack_err;                   /* what that ACK said: 0, or FI_EIO (LAYER_HDR_FAILED) */
 	bool wants_ack;                /* completes on the target's ACK (rendezvous, or
 					* FI_DELIVERY_COMPLETE / FI_MATCH_COMPLETE) */
 	bool is_active;                /* counted in conn->tx_active */
@@ -380,6 +381,9 @@ int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum lay
 /* A control message with len (<= LAYER_INJECT_SIZE) bytes of data after the header. */
 int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
 			       uint64_t msg_id, const void *data, size_t len);
+/* The same with header flags (LAYER_HDR_*). */
+int layer_proto_send_ctrl_flags(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+				uint16_t flags, uint64_t msg_id, const void *data, size_t len);
 int layer_proto_cancel(struct layer_ep *ep, void *context);
 void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
 			   uint64_t cq_flags, uint64_t data, fi_addr_t src, int err,

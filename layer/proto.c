@@ -83,6 +83,7 @@ static struct layer_tx *layer_tx_alloc(struct layer_ep *ep, bool is_ctrl)
 	tx->type = LAYER_CTX_TX;
 	tx->is_ctrl = is_ctrl;
 	tx->is_acked = false;
+	tx->ack_err = 0;
 	tx->wants_ack = false;
 	tx->is_active = false;
 	tx->mr_cnt = 0;
@@ -380,6 +381,12 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
 			       uint64_t msg_id, const void *data, size_t len)
 {
+	return layer_proto_send_ctrl_flags(ep, conn, op, 0, msg_id, data, len);
+}
+
+int layer_proto_send_ctrl_flags(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+				uint16_t flags, uint64_t msg_id, const void *data, size_t len)
+{
 	struct layer_tx *tx;
 
 	if (len > LAYER_INJECT_SIZE)
@@ -394,6 +401,7 @@ int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enu
 	tx->hdr = (struct layer_hdr) {
 		.version = LAYER_PROTO_VERSION,
 		.op = op,
+		.flags = flags,
 		.size = len,
 		.msg_id = msg_id,
 	};

@@ -49,7 +49,10 @@ const char *layer_op_str(unsigned op);
 #define LAYER_HDR_CQ_DATA (1u << 0) /* data holds remote CQ data */
 #define LAYER_HDR_TAGGED  (1u << 1) /* a tagged message: tag is valid */
 #define LAYER_HDR_ACK_REQ (1u << 2) /* eager: acknowledge with msg_id once delivered */
-#define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ)
+#define LAYER_HDR_FAILED  (1u << 3) /* ACK: the target could not pull the message; the
+				     * send fails (FI_EIO) instead of waiting for ever */
+#define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
+			 LAYER_HDR_FAILED)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */

@@ -50,7 +50,7 @@ int layer_rndv_prepare_tx(struct layer_ep *ep, struct layer_tx *tx,
 void layer_rndv_tx_sent(struct layer_ep *ep, struct layer_tx *tx)
 {
 	if (tx->is_acked || tx->conn->state == LAYER_CONN_CLOSED) {
-		layer_proto_complete_tx(ep, tx, tx->is_acked ? 0 : tx->conn->fail_err);
+		layer_proto_complete_tx(ep, tx, tx->is_acked ? tx->ack_err : tx->conn->fail_err);
 		return;
 	}
 	util_dlist_insert_tail(&tx->link, &tx->conn->rndv_tx);
@@ -71,18 +71,20 @@ static struct layer_tx *layer_rndv_find(struct util_dlist *list, uint64_t msg_id
 
 bool layer_rndv_take_ack(struct layer_conn *conn, const struct layer_hdr *hdr)
 {
+	int err = hdr->flags & LAYER_HDR_FAILED ? FI_EIO : 0;
 	struct layer_tx *tx;
 
 	tx = layer_rndv_find(&conn->rndv_tx, hdr->msg_id);
 	if (tx) {
 		util_dlist_remove(&tx->link);
-		layer_proto_complete_tx(conn->ep, tx, 0);
+		layer_proto_complete_tx(conn->ep, tx, err);
 		return true;
 	}
 	/* The ACK may overtake the completion of the RTS send itself. */
 	tx = layer_rndv_find(&conn->inflight_tx, hdr->msg_id);
 	if (tx) {
 		tx->is_acked = true;
+		tx->ack_err = err;
 		return true;
 	}
 	return false;
@@ -134,8 +136,11 @@ static void layer_rndv_finish(struct layer_ep *ep, struct layer_rx *rx)
 	int err = rx->read_err;
 
 	util_dlist_remove(&rx->link);
-	if (conn->state != LAYER_CONN_CLOSED && !err)
-		layer_proto_send_ctrl(ep, conn, LAYER_OP_ACK, rx->msg_id);
+	/* The sender waits for this answer whatever happened: a read that failed while the
+	 * connection lives (an RDM core fails operations alone) fails its send too. */
+	if (conn->state != LAYER_CONN_CLOSED)
+		layer_proto_send_ctrl_flags(ep, conn, LAYER_OP_ACK, err ? LAYER_HDR_FAILED : 0,
+					    rx->msg_id, NULL, 0);
 	if (!err && rx->read_len < rx->msg_len)
 		layer_proto_report_rx(ep, rx, rx->msg_buf, rx->read_len, rx->cq_flags,
 				      rx->cq_data, rx->msg_src, FI_ETRUNC,

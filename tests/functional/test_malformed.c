@@ -314,6 +314,39 @@ int main(void)
 		usleep(100);
 	}
 	CHECK(ret == -FI_EAGAIN, "unexpected completion after the good message (%zd)", ret);
+
+	/*
+	 * A rendezvous request whose buffer cannot be read (a key the raw side never
+	 * registered): the receive posted above completes with an error. Over an RDM core,
+	 * where a failed read leaves the peer reachable, the sender is answered with an ACK
+	 * that says so (LAYER_HDR_FAILED) rather than left waiting for ever.
+	 */
+	memset(r.rbuf, 0, sizeof(r.rbuf));
+	if (!lt_core_is_msg())
+		TRY(fi_recv(r.ep, r.rbuf, sizeof(r.rbuf), NULL, FI_ADDR_UNSPEC, r.rbuf));
+	memset(&msg, 0, sizeof(msg));
+	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_RTS,
+				       .seg_cnt = 1, .size = 16, .msg_id = 777 };
+	msg.seg[0] = (struct layer_rts_seg) { .addr = 4096, .key = 0xdead, .len = 16 };
+	raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(msg.seg[0]));
+	{
+		const struct layer_hdr *ack = (const struct layer_hdr *) r.rbuf;
+		struct fi_cq_err_entry err = { 0 };
+		bool rx_failed = false, acked = lt_core_is_msg();
+
+		for (i = 0; i < 200000 && !(rx_failed && acked); i++) {
+			ret = fi_cq_read(l.cq, &comp, 1);
+			if (ret == -FI_EAVAIL && fi_cq_readerr(l.cq, &err, 0) == 1)
+				rx_failed = err.op_context == rbuf;
+			fi_cq_read(r.cq, &rcomp, 1);
+			acked = acked || (ack->op == LAYER_OP_ACK && ack->msg_id == 777);
+			usleep(100);
+		}
+		CHECK(rx_failed, "the receive of an unreadable rendezvous message did not fail");
+		CHECK(acked, "the sender of an unreadable rendezvous message got no answer");
+		CHECK(lt_core_is_msg() || (ack->flags & LAYER_HDR_FAILED),
+		      "the answer does not say the read failed (flags %#x)", ack->flags);
+	}
 out:
 	fi_close(&r.ep->fid);
 	fi_close(&l.ep->fid);
