@@ -7,9 +7,10 @@
  * that makes it live, so a reader that sees the same live word before and after copying the
  * key has a consistent copy.
  *
- * Hash: open addressing with linear probing over any number of slots (a 64x64 -> 128-bit
- * multiply maps the hash onto them, so the size need not be a power of two and the memory
- * follows the entry count closely). Insertions reach it in batches (the pending list) with
+ * Hash: open addressing with linear probing over any number of cache lines of four slots, a
+ * key's chain starting at the first slot of its home line (a 64x64 -> 128-bit multiply maps
+ * the hash onto the lines, so their number need not be a power of two and the memory follows
+ * the entry count closely). Insertions reach it in batches (the pending list) with
  * their slots prefetched, because one random cache miss per insertion would otherwise cost
  * more than everything else together. While hashing an entry the chain is walked to its end,
  * which finds any other live copy of the key: both are then marked, and only marked keys make
@@ -31,6 +32,8 @@
 #define AV_HASH_MIN_SLOTS 16
 #define AV_HASH_EMPTY 0u
 #define AV_HASH_DELETED UINT32_MAX
+/* hash slots in a cache line: a key's chain starts at the first slot of a line */
+#define AV_LINE_SLOTS (64 / sizeof(struct util_av_hash_slot))
 
 /* generation word (see av_table.h) */
 #define AV_GEN_LIVE UTIL_AV_TABLE_GEN_LIVE
@@ -74,15 +77,19 @@ static size_t av_alloc_size(size_t size)
 }
 
 /*
- * Zeroed memory. Large arrays are looked up at random: huge pages spare most of their TLB
- * misses, which in a virtual machine cost as much as the cache miss itself.
+ * Zeroed memory on a cache line. Large arrays are looked up at random: huge pages spare most
+ * of their TLB misses, which in a virtual machine cost as much as the cache miss itself.
  */
 static void *av_alloc(size_t size)
 {
 	void *mem;
 
-	if (size < AV_BIG_ALLOC)
-		return calloc(1, size);
+	if (size < AV_BIG_ALLOC) {
+		mem = aligned_alloc(64, (size + 63) & ~(size_t) 63);
+		if (mem)
+			memset(mem, 0, size);
+		return mem;
+	}
 	mem = mmap(NULL, av_alloc_size(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		   -1, 0);
 	if (mem == MAP_FAILED)
@@ -174,9 +181,21 @@ static inline bool av_equal(const void *a, const void *b, size_t len)
 	return memcmp(a, b, len) == 0;
 }
 
+/*
+ * The first slot of the key's chain: the first of a cache line, so that a key near its home
+ * is found in the one line a lookup fetches (a linear probe from anywhere in a line would
+ * spill into the next one a third of the time).
+ */
 static inline size_t av_home(uint64_t hv, uint64_t nslots)
 {
-	return (size_t) (((unsigned __int128) hv * nslots) >> 64);
+	return (size_t) (((unsigned __int128) hv * (nslots / AV_LINE_SLOTS)) >> 64) *
+	       AV_LINE_SLOTS;
+}
+
+/* Slots for a hash array: at least min, whole cache lines. */
+static inline size_t av_round_slots(size_t min)
+{
+	return (min + AV_LINE_SLOTS - 1) / AV_LINE_SLOTS * AV_LINE_SLOTS;
 }
 
 static inline size_t av_next(size_t pos, uint64_t nslots)
@@ -429,7 +448,7 @@ static int av_hash_rebuild(struct util_av_table *table, size_t live)
 	nslots = UTIL_MAX(live * AV_GROW_SLOTS_NUM / AV_GROW_SLOTS_DEN + 1, st->end / 4);
 	/* at least doubling, so that growing one entry at a time rehashes O(1) times each */
 	nslots = UTIL_MAX(nslots, 2 * hash->nslots);
-	nslots = UTIL_MAX(nslots, (size_t) AV_HASH_MIN_SLOTS);
+	nslots = av_round_slots(UTIL_MAX(nslots, (size_t) AV_HASH_MIN_SLOTS));
 	retired = malloc(sizeof(*retired));
 	bigger = av_alloc(av_hash_bytes(nslots));
 	if (!retired || !bigger) {
@@ -556,8 +575,8 @@ int util_av_table_init(struct util_av_table *table, size_t keylen, size_t initia
 		goto err_fini;
 
 	/* initial_count entries fit without a rebuild */
-	nslots = UTIL_MAX(count * AV_LOAD_MAX_DEN / AV_LOAD_MAX_NUM + 1,
-			  (size_t) AV_HASH_MIN_SLOTS);
+	nslots = av_round_slots(UTIL_MAX(count * AV_LOAD_MAX_DEN / AV_LOAD_MAX_NUM + 1,
+					 (size_t) AV_HASH_MIN_SLOTS));
 	hash = av_alloc(av_hash_bytes(nslots));
 	if (!hash) {
 		ret = -FI_ENOMEM;
@@ -613,7 +632,7 @@ static void av_region_layout(size_t keylen, size_t capacity, struct av_region_la
 	off = l->heap_off + capacity * sizeof(uint32_t);
 	l->hash_off = (off + 63) & ~(size_t) 63;
 	/* fixed: a full table stays at a load of 1/2 */
-	l->nslots = UTIL_MAX(2 * capacity + 1, (size_t) AV_HASH_MIN_SLOTS);
+	l->nslots = av_round_slots(UTIL_MAX(2 * capacity + 1, (size_t) AV_HASH_MIN_SLOTS));
 	l->size = l->hash_off + av_hash_bytes(l->nslots);
 }
 
@@ -840,16 +859,62 @@ int util_av_table_remove_list(struct util_av_table *table, const size_t *index, 
 	return 0;
 }
 
+/* av_find_in_line: the home line does not settle it, walk the chain */
+#define AV_FIND_WALK 1
+
 /*
- * One lookup over whatever the hash holds right now. Without the lock the arrays may be
- * changing under it: every index is checked before use and the walk is bounded, and the
- * caller throws the result away unless the sequence count says nothing changed.
+ * The common lookup, from the key's home cache line alone (no entry pending): 0 (found), or
+ * -FI_ENODATA, or AV_FIND_WALK. The line's slots are compared without branches, so that the
+ * one branch on what memory returns is nearly always predicted right: the processor then goes
+ * on to the caller's next lookup while this one waits, and back-to-back lookups overlap their
+ * cache misses instead of paying one each in turn.
  */
-static int av_find_once(const struct util_av_table *table, const void *key, uint64_t hv,
-			bool is_exact, size_t min_index, size_t *index, uint32_t *gen)
+static inline int av_find_in_line(const struct util_av_table *table,
+				  const struct util_av_hash *hash, const void *key, uint64_t hv,
+				  bool is_exact, size_t min_index, size_t *index, uint32_t *gen)
+{
+	const struct util_av_hash_slot *line = &hash->slot[av_home(hv, hash->nslots)];
+	unsigned match = 0, empty = 0, i;
+	const uint8_t *entry;
+	uint32_t ref, meta;
+
+	for (i = 0; i < AV_LINE_SLOTS; i++) {
+		ref = line[i].ref;
+		match |= (unsigned) ((line[i].hv == hv) & (ref - 1 < AV_HASH_DELETED - 1)) << i;
+		empty |= (unsigned) (ref == AV_HASH_EMPTY) << i;
+	}
+	/* a chain ends at its first empty slot: no match before one, no key */
+	if (unlikely(!match))
+		return empty ? -FI_ENODATA : AV_FIND_WALK;
+
+	i = (unsigned) __builtin_ctz(match);
+	ref = line[i].ref;
+	meta = line[i].meta;
+	if (!(is_exact && (meta & AV_META_EXACT))) {
+		/* another key with the same hash: it may be further on */
+		entry = av_entry(table, ref - 1);
+		if (!entry || !av_equal(entry, key, table->st->keylen))
+			return AV_FIND_WALK;
+	}
+	/* other copies may lie anywhere in the chain */
+	if (unlikely(meta & AV_META_DUP))
+		return AV_FIND_WALK;
+	if (ref - 1 < min_index)
+		return -FI_ENODATA;
+	*index = ref - 1;
+	*gen = meta >> AV_GEN_SHIFT;
+	return 0;
+}
+
+/*
+ * Every slot of the key's chain and the pending list, for the lowest copy at or above
+ * min_index: keys with copies, keys past their home line, entries not hashed yet.
+ */
+static int av_find_walk(const struct util_av_table *table, const struct util_av_hash *hash,
+			const void *key, uint64_t hv, bool is_exact, size_t min_index,
+			size_t *index, uint32_t *gen)
 {
 	const struct util_av_table_state *st = table->st;
-	const struct util_av_hash *hash = atomic_load_explicit(&table->hash, memory_order_acquire);
 	size_t keylen = st->keylen, best = SIZE_MAX;
 	uint64_t n = hash->nslots, steps;
 	size_t pos = av_home(hv, n), pending_cnt, i, idx;
@@ -899,9 +964,27 @@ static int av_find_once(const struct util_av_table *table, const void *key, uint
 	if (best == SIZE_MAX)
 		return -FI_ENODATA;
 	*index = best;
-	if (gen)
-		*gen = best_gen;
+	*gen = best_gen;
 	return 0;
+}
+
+/*
+ * One lookup over whatever the hash holds right now. Without the lock the arrays may be
+ * changing under it: every index is checked before use and the walk is bounded, and the
+ * caller throws the result away unless the sequence count says nothing changed.
+ */
+static inline int av_find_once(const struct util_av_table *table, const void *key, uint64_t hv,
+			       bool is_exact, size_t min_index, size_t *index, uint32_t *gen)
+{
+	const struct util_av_hash *hash = atomic_load_explicit(&table->hash, memory_order_acquire);
+	int ret;
+
+	if (likely(!table->st->pending_cnt)) {
+		ret = av_find_in_line(table, hash, key, hv, is_exact, min_index, index, gen);
+		if (likely(ret != AV_FIND_WALK))
+			return ret;
+	}
+	return av_find_walk(table, hash, key, hv, is_exact, min_index, index, gen);
 }
 
 /*
@@ -915,6 +998,7 @@ static int av_find_group(const struct util_av_table *table, const uint8_t *keys,
 	const struct util_av_hash *hash;
 	uint64_t hv[AV_FIND_BATCH], before;
 	bool is_exact[AV_FIND_BATCH];
+	uint32_t found_gen[AV_FIND_BATCH];
 	size_t i;
 	int tries;
 
@@ -931,20 +1015,44 @@ static int av_find_group(const struct util_av_table *table, const uint8_t *keys,
 			__builtin_prefetch(&hash->slot[av_home(hv[i], hash->nslots)]);
 		for (i = 0; i < n; i++)
 			ret[i] = av_find_once(table, keys + i * stride, hv[i], is_exact[i],
-					      min_index, &index[i], gen ? &gen[i] : NULL);
+					      min_index, &index[i], &found_gen[i]);
 		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&st->seq, memory_order_relaxed) == before)
-			return 0;
+		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
+			continue;
+		for (i = 0; gen && i < n; i++)
+			gen[i] = found_gen[i];
+		return 0;
 	}
 	return -FI_EAGAIN;
 }
 
+/* One key: kept apart from av_find_group, whose batch bookkeeping would double its work. */
 int util_av_table_find_from(const struct util_av_table *table, const void *key,
 			    size_t min_index, size_t *index, uint32_t *gen)
 {
-	int ret;
+	const struct util_av_table_state *st = table->st;
+	uint64_t hv = av_hash(key, st->keylen), before;
+	bool is_exact = av_is_exact(key, st->keylen);
+	uint32_t found_gen;
+	size_t found;
+	int ret, tries;
 
-	return av_find_group(table, key, 0, 1, min_index, index, gen, &ret) ?: ret;
+	for (tries = 0; tries < AV_FIND_TRIES; tries++) {
+		before = atomic_load_explicit(&st->seq, memory_order_acquire);
+		if (before & 1)
+			continue;
+		ret = av_find_once(table, key, hv, is_exact, min_index, &found, &found_gen);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
+			continue;
+		if (!ret) {
+			*index = found;
+			if (gen)
+				*gen = found_gen;
+		}
+		return ret;
+	}
+	return -FI_EAGAIN;
 }
 
 int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
