@@ -30,10 +30,9 @@
 /* A hint larger than this is not preallocated: the table grows on demand past it. */
 #define AV_MAX_PREALLOC ((size_t) 1 << 22)
 #define AV_HASH_MIN_SLOTS 16
-#define AV_HASH_EMPTY 0u
-#define AV_HASH_DELETED UINT32_MAX
-/* hash slots in a cache line: a key's chain starts at the first slot of a line */
-#define AV_LINE_SLOTS (64 / sizeof(struct util_av_hash_slot))
+#define AV_HASH_EMPTY UTIL_AV_HASH_EMPTY
+#define AV_HASH_DELETED UTIL_AV_HASH_DELETED
+#define AV_LINE_SLOTS UTIL_AV_HASH_LINE_SLOTS
 
 /* generation word (see av_table.h) */
 #define AV_GEN_LIVE UTIL_AV_TABLE_GEN_LIVE
@@ -41,8 +40,8 @@
 #define AV_GEN_SHIFT UTIL_AV_TABLE_GEN_SHIFT
 
 /* hash slot meta */
-#define AV_META_EXACT 1u
-#define AV_META_DUP 2u
+#define AV_META_EXACT UTIL_AV_HASH_EXACT
+#define AV_META_DUP UTIL_AV_HASH_DUP
 
 /*
  * Load factors, slots counted with tombstones and pending entries: the hash is rebuilt above
@@ -110,41 +109,7 @@ static void av_free(void *mem, size_t size)
 
 /* ---- hashing ---- */
 
-/* murmur3's 64-bit finaliser: a bijection with full avalanche. */
-static inline uint64_t av_mix64(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
-/*
- * Each 8-byte word goes through an invertible step (xor, odd multiply, xor-shift). With every
- * word after the first zero, the whole function is therefore a bijection of the first word:
- * that is what makes exact keys comparable by their hash alone.
- */
-static inline uint64_t av_hash(const void *key, size_t len)
-{
-	const uint8_t *p = key;
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ len;
-	uint64_t w;
-
-	for (; len >= 8; len -= 8, p += 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 32;
-	}
-	if (len) {
-		w = 0;
-		memcpy(&w, p, len);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 32;
-	}
-	return av_mix64(h);
-}
+#define av_hash util_av_table_hash
 
 /* A key whose bytes past the first eight are zero: its hash identifies it. */
 static inline bool av_is_exact(const void *key, size_t len)
@@ -181,16 +146,7 @@ static inline bool av_equal(const void *a, const void *b, size_t len)
 	return memcmp(a, b, len) == 0;
 }
 
-/*
- * The first slot of the key's chain: the first of a cache line, so that a key near its home
- * is found in the one line a lookup fetches (a linear probe from anywhere in a line would
- * spill into the next one a third of the time).
- */
-static inline size_t av_home(uint64_t hv, uint64_t nslots)
-{
-	return (size_t) (((unsigned __int128) hv * (nslots / AV_LINE_SLOTS)) >> 64) *
-	       AV_LINE_SLOTS;
-}
+#define av_home util_av_table_home
 
 /* Slots for a hash array: at least min, whole cache lines. */
 static inline size_t av_round_slots(size_t min)
@@ -368,8 +324,10 @@ static void av_hash_del(struct util_av_table *table, size_t index, uint64_t hv)
 
 	/*
 	 * A slot followed by an empty one ends its chain: it can become empty too, and so can
-	 * the tombstones just before it, which keeps chains short without a rebuild.
+	 * the tombstones just before it, which keeps chains short without a rebuild. Only live
+	 * slots have a meta (the inline lookup checks nothing else).
 	 */
+	hash->slot[pos].meta = 0;
 	if (hash->slot[av_next(pos, n)].ref != AV_HASH_EMPTY) {
 		hash->slot[pos].ref = AV_HASH_DELETED;
 		return;

@@ -16,6 +16,8 @@
  *   eight bytes, so two exact keys with equal hashes are equal and a reverse lookup never
  *   touches the entry. A slot also says whether another live copy of its key may exist
  *   (duplicates are allowed; the lowest index wins), so a lookup can stop at the first match.
+ * - reverse lookup of a 16-byte exact key found in its home line, the common case, is inline
+ *   (util_av_table_find) and short, so that back-to-back lookups overlap their cache misses.
  *
  * Memory per entry: stride (32 for sockaddr_in and sockaddr_in6) + 4 (free-index heap) + 16
  * per hash slot at a load of 0.45..0.6 (27..36 bytes).
@@ -77,8 +79,18 @@ struct util_av_table_state {
 struct util_av_hash_slot {
 	uint64_t hv;                /* full hash of the key */
 	uint32_t ref;               /* index + 1; 0 empty, UINT32_MAX tombstone */
-	uint32_t meta;              /* generation << 2 | may_have_dup << 1 | is_exact */
+	uint32_t meta;              /* gen << 2 | may_have_dup << 1 | is_exact; 0 if not live */
 };
+
+/* Hash slot ref: nothing there ever since the last rebuild, or an entry removed. */
+#define UTIL_AV_HASH_EMPTY 0u
+#define UTIL_AV_HASH_DELETED UINT32_MAX
+/* Hash slot meta: the key is exact; another live copy of the key may exist. */
+#define UTIL_AV_HASH_EXACT 1u
+#define UTIL_AV_HASH_DUP 2u
+/* Slots in a cache line: a key's chain starts at the first slot of a line. */
+#define UTIL_AV_HASH_LINE_SLOTS (64 / sizeof(struct util_av_hash_slot))
+_Static_assert(UTIL_AV_HASH_LINE_SLOTS == 4, "util_av_table_find reads four slots a line");
 
 /*
  * A hash array: its size travels with it, so a lock-free reader sees a consistent pair. The
@@ -238,10 +250,127 @@ static inline const void *util_av_table_get(const struct util_av_table *table, s
 int util_av_table_find_from(const struct util_av_table *table, const void *key,
 			    size_t min_index, size_t *index, uint32_t *gen);
 
-/* util_av_table_find_from from index 0. */
-static inline int util_av_table_find(const struct util_av_table *table, const void *key,
-				     size_t *index, uint32_t *gen)
+/* murmur3's 64-bit finaliser: a bijection with full avalanche. */
+static inline uint64_t util_av_table_mix64(uint64_t h)
 {
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+/* Odd multiplier and seed of the key hash. */
+#define UTIL_AV_TABLE_HASH_MUL 0x9e3779b97f4a7c15ULL
+#define UTIL_AV_TABLE_HASH16_SEED 0x6a09e667f3bcc909ULL
+
+/* The hash of a 16-byte key, as two words (see util_av_table_hash). */
+static inline uint64_t util_av_table_hash16(uint64_t w0, uint64_t w1)
+{
+	return util_av_table_mix64(w0 ^ w1 * UTIL_AV_TABLE_HASH_MUL ^ UTIL_AV_TABLE_HASH16_SEED);
+}
+
+/*
+ * The hash of a key, kept whole in its slot. With every byte past the eighth zero (an exact
+ * key) it is a bijection of the first eight bytes, which is what lets exact keys be compared
+ * by their hash alone. 16-byte keys (sockaddr_in, the common case) take a short way: the
+ * second word through an odd multiply, folded into the first, so that an exact one costs the
+ * final mix and nothing more. Other lengths put each 8-byte word through an invertible step
+ * (xor, odd multiply, xor-shift).
+ */
+static inline uint64_t util_av_table_hash(const void *key, size_t len)
+{
+	const uint8_t *p = key;
+	uint64_t h = UTIL_AV_TABLE_HASH_MUL ^ len;
+	uint64_t w, w1;
+
+	if (len == 16) {
+		memcpy(&w, p, 8);
+		memcpy(&w1, p + 8, 8);
+		return util_av_table_hash16(w, w1);
+	}
+	for (; len >= 8; len -= 8, p += 8) {
+		memcpy(&w, p, 8);
+		h = (h ^ w) * UTIL_AV_TABLE_HASH_MUL;
+		h ^= h >> 32;
+	}
+	if (len) {
+		w = 0;
+		memcpy(&w, p, len);
+		h = (h ^ w) * UTIL_AV_TABLE_HASH_MUL;
+		h ^= h >> 32;
+	}
+	return util_av_table_mix64(h);
+}
+
+/*
+ * The first slot of the key's chain: the first of a cache line, so that a key near its home
+ * is found in the one line a lookup fetches (a linear probe from anywhere in a line would
+ * spill into the next one a third of the time).
+ */
+static inline size_t util_av_table_home(uint64_t hv, uint64_t nslots)
+{
+	return (size_t) (((unsigned __int128) hv * (nslots / UTIL_AV_HASH_LINE_SLOTS)) >> 64) *
+	       UTIL_AV_HASH_LINE_SLOTS;
+}
+
+/*
+ * util_av_table_find_from from index 0. The common case is inline, as util_av_table_read is:
+ * a 16-byte exact key (a normalised sockaddr_in) found in its home cache line, the only copy,
+ * nothing pending. Looked up back to back (FI_SOURCE on a busy endpoint), the cache misses
+ * overlap only when the path from one lookup's miss to the next one's is short: out of line,
+ * with its calls and their register saves, one lookup was three times slower than here.
+ */
+static inline __attribute__((always_inline)) int
+util_av_table_find(const struct util_av_table *table, const void *key, size_t *index,
+		   uint32_t *gen)
+{
+	const struct util_av_table_state *st = table->st;
+	const struct util_av_hash_slot *line, *slot;
+	const struct util_av_hash *hash;
+	uint64_t w[2], hv, seq;
+	uint32_t meta, ref;
+	unsigned is_at[4];
+
+	if (st->keylen != 16)
+		goto walk;
+	memcpy(w, key, sizeof(w));
+	if (w[1])
+		goto walk;
+	hv = util_av_table_hash16(w[0], 0);
+	seq = atomic_load_explicit(&st->seq, memory_order_acquire);
+	hash = atomic_load_explicit(&table->hash, memory_order_acquire);
+	line = &hash->slot[util_av_table_home(hv, hash->nslots)];
+	/* the next line, where a key that found its home line full went */
+	__builtin_prefetch(line + UTIL_AV_HASH_LINE_SLOTS);
+	/*
+	 * The slot with the hash, by arithmetic rather than a branch per slot: the one branch
+	 * below is then nearly always predicted right. Any live slot with the hash will do (its
+	 * key has no other copy unless marked); two or more with it give some slot, checked next.
+	 */
+	is_at[1] = line[1].hv == hv;
+	is_at[2] = line[2].hv == hv;
+	is_at[3] = line[3].hv == hv;
+	slot = line + ((is_at[1] | is_at[3]) | (is_at[2] | is_at[3]) << 1);
+	meta = slot->meta;
+	/*
+	 * Not there, or dead (meta 0), or a copy of a key that may have others, or a key with a
+	 * tail; a pending entry; a writer at work: the full walk.
+	 */
+	if (unlikely(slot->hv != hv ||
+		     (meta & (UTIL_AV_HASH_EXACT | UTIL_AV_HASH_DUP)) != UTIL_AV_HASH_EXACT ||
+		     ((seq & 1) | st->pending_cnt)))
+		goto walk;
+	ref = slot->ref;
+	atomic_thread_fence(memory_order_acquire);
+	if (unlikely(atomic_load_explicit(&st->seq, memory_order_relaxed) != seq))
+		goto walk;
+	*index = ref - 1;
+	if (gen)
+		*gen = meta >> UTIL_AV_TABLE_GEN_SHIFT;
+	return 0;
+walk:
 	return util_av_table_find_from(table, key, 0, index, gen);
 }
 
