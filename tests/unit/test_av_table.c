@@ -1,6 +1,7 @@
 /*
  * Unit tests of util/av_table: index allocation (insertion order, lowest free index reused),
- * generations, reverse lookup with duplicates and with exact (zero-tailed) keys, growth and
+ * generations, reverse lookup with duplicates and with exact (zero-tailed) keys, keys with
+ * equal hashes and keys past their home cache line (the inline lookup's ways out), growth and
  * reservation, lock-free reads and lookups against a concurrent writer, tables in a region
  * the caller provides (shared memory of named AVs) and their repair after a writer died, and
  * long random runs checked against a plain reference model.
@@ -340,6 +341,141 @@ static void test_exact_and_tails(void **state)
 	assert_int_equal(index, 1);
 }
 
+/* ---- hash collisions and full lines (the inline lookup's ways out) ---- */
+
+/*
+ * The n-th key with the same 64-bit hash as make_addr(value): n = 0 is that exact key, the
+ * others carry a tail n in their second word and a first word that cancels it in the hash.
+ */
+static struct addr16 colliding_addr(uint32_t value, uint64_t n)
+{
+	struct addr16 a = make_addr(value);
+	uint64_t w0, w1 = n << 40;
+
+	memcpy(&w0, a.bytes, sizeof(w0));
+	w0 ^= w1 * UTIL_AV_TABLE_HASH_MUL;
+	memcpy(a.bytes, &w0, sizeof(w0));
+	memcpy(&a.bytes[8], &w1, sizeof(w1));
+	return a;
+}
+
+static void assert_find_key(const struct util_av_table *table, const struct addr16 *a,
+			    int want_ret, size_t want_index)
+{
+	size_t index = SIZE_MAX;
+	uint32_t gen = UINT32_MAX;
+
+	assert_int_equal(util_av_table_find(table, a, &index, &gen), want_ret);
+	if (want_ret)
+		return;
+	assert_int_equal(index, want_index);
+	assert_int_equal(gen, util_av_table_gen(table, want_index));
+}
+
+/*
+ * Keys with equal hashes (one exact, the others with tails) fill their home line and spill
+ * past it: each is found at its own index, whichever is inserted first and whichever goes.
+ */
+static void test_hash_collisions(void **state)
+{
+	struct util_av_table *table = *state;
+	struct addr16 keys[6], stranger = colliding_addr(77, 9);
+	size_t index[6], got[6];
+	uint32_t gen[6];
+	int ret[6], i;
+
+	for (i = 0; i < 6; i++) {
+		keys[i] = colliding_addr(77, (uint64_t) i);
+		assert_true(util_av_table_hash(&keys[i], ADDRLEN) ==
+			    util_av_table_hash(&keys[0], ADDRLEN));
+	}
+	/* tailed keys first, the exact one in the middle of them */
+	for (i = 1; i < 6; i++) {
+		assert_int_equal(util_av_table_insert(table, &keys[i], &index[i], NULL), 0);
+		if (i == 2)
+			assert_int_equal(util_av_table_insert(table, &keys[0], &index[0], NULL), 0);
+	}
+	util_av_table_flush(table);
+	for (i = 0; i < 6; i++)
+		assert_find_key(table, &keys[i], 0, index[i]);
+	assert_find_key(table, &stranger, -FI_ENODATA, 0);
+	assert_int_equal(util_av_table_find_many(table, keys, sizeof(keys[0]), 6, got, gen, ret),
+			 0);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(ret[i], 0);
+		assert_int_equal(got[i], index[i]);
+	}
+
+	/* the exact key gone: the others stay, it comes back into its old index */
+	assert_int_equal(util_av_table_remove(table, index[0]), 0);
+	assert_find_key(table, &keys[0], -FI_ENODATA, 0);
+	for (i = 1; i < 6; i++)
+		assert_find_key(table, &keys[i], 0, index[i]);
+	assert_int_equal(util_av_table_insert(table, &keys[0], &got[0], NULL), 0);
+	assert_int_equal(got[0], index[0]);
+	util_av_table_flush(table);
+	assert_find_key(table, &keys[0], 0, index[0]);
+
+	/* the first in the line and the one past it gone */
+	assert_int_equal(util_av_table_remove(table, index[1]), 0);
+	assert_int_equal(util_av_table_remove(table, index[5]), 0);
+	assert_find_key(table, &keys[1], -FI_ENODATA, 0);
+	assert_find_key(table, &keys[5], -FI_ENODATA, 0);
+	for (i = 0; i < 5; i++) {
+		if (i != 1)
+			assert_find_key(table, &keys[i], 0, index[i]);
+	}
+	/* a second copy of the exact key, in a lower hole: the lowest copy wins */
+	assert_int_equal(util_av_table_insert(table, &keys[0], &got[0], NULL), 0);
+	assert_true(got[0] < index[0]);
+	util_av_table_flush(table);
+	assert_find_key(table, &keys[0], 0, got[0]);
+	assert_int_equal(util_av_table_remove(table, got[0]), 0);
+	assert_find_key(table, &keys[0], 0, index[0]);
+}
+
+/* Exact keys (different hashes) sharing one home line, more than it holds. */
+static void test_full_home_line(void **state)
+{
+	struct util_av_table *table = *state;
+	const struct util_av_hash *hash = atomic_load(&table->hash);
+	struct addr16 keys[10], a;
+	size_t index[10], home = SIZE_MAX, line;
+	uint32_t value;
+	int n = 0, i;
+
+	/* values whose keys all start their chain at the same line */
+	for (value = 1; n < 10; value++) {
+		a = make_addr(value);
+		line = util_av_table_home(util_av_table_hash(&a, ADDRLEN), hash->nslots);
+		if (home == SIZE_MAX)
+			home = line;
+		if (line == home)
+			keys[n++] = a;
+	}
+	for (i = 0; i < 7; i++)
+		assert_int_equal(util_av_table_insert(table, &keys[i], &index[i], NULL), 0);
+	util_av_table_flush(table);
+	assert_ptr_equal(atomic_load(&table->hash), hash);
+	for (i = 0; i < 7; i++)
+		assert_find_key(table, &keys[i], 0, index[i]);
+	/* absent, with the home line full: the walk says so */
+	for (i = 7; i < 10; i++)
+		assert_find_key(table, &keys[i], -FI_ENODATA, 0);
+
+	/* holes in the line and past it: everything behind a hole is still found */
+	assert_int_equal(util_av_table_remove(table, index[1]), 0);
+	assert_int_equal(util_av_table_remove(table, index[4]), 0);
+	for (i = 0; i < 7; i++)
+		assert_find_key(table, &keys[i], i == 1 || i == 4 ? -FI_ENODATA : 0, index[i]);
+	/* the last ones gone: their slots, and the tombstone before them, empty again */
+	assert_int_equal(util_av_table_remove(table, index[6]), 0);
+	assert_int_equal(util_av_table_remove(table, index[5]), 0);
+	for (i = 0; i < 10; i++)
+		assert_find_key(table, &keys[i], i == 0 || i == 2 || i == 3 ? 0 : -FI_ENODATA,
+				index[i < 7 ? i : 0]);
+}
+
 /* Lookups see entries whether still pending or hashed, duplicates across both included. */
 static void test_pending_and_hashed(void **state)
 {
@@ -473,6 +609,33 @@ static void *alloc_region(size_t size)
 	assert_int_equal(posix_memalign(&region, 64, size), 0);
 	memset(region, 0, size);
 	return region;
+}
+
+/* Every hash array starts its slots on a cache line and holds whole lines. */
+static void test_hash_lines(void **state)
+{
+	const size_t capacity = 100;
+	size_t size = util_av_table_region_size(ADDRLEN, capacity), i;
+	const struct util_av_hash *hash;
+	struct util_av_table t;
+	void *region;
+
+	assert_int_equal(util_av_table_init(&t, ADDRLEN, 0), 0);
+	for (i = 0; i < 3000; i++) {
+		hash = atomic_load(&t.hash);
+		assert_int_equal((uintptr_t) hash->slot % 64, 0);
+		assert_int_equal(hash->nslots % UTIL_AV_HASH_LINE_SLOTS, 0);
+		insert_value(&t, (uint32_t) i);
+	}
+	util_av_table_fini(&t);
+
+	region = alloc_region(size);
+	assert_int_equal(util_av_table_attach(&t, region, size, ADDRLEN, capacity, true), 0);
+	hash = atomic_load(&t.hash);
+	assert_int_equal((uintptr_t) hash->slot % 64, 0);
+	assert_int_equal(hash->nslots % UTIL_AV_HASH_LINE_SLOTS, 0);
+	util_av_table_fini(&t);
+	free(region);
 }
 
 static void test_attach(void **state)
@@ -870,6 +1033,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_remove_list, setup_table, teardown_table),
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test_setup_teardown(test_exact_and_tails, setup_table, teardown_table),
+		cmocka_unit_test_setup_teardown(test_hash_collisions, setup_table, teardown_table),
+		cmocka_unit_test_setup_teardown(test_full_home_line, setup_table, teardown_table),
+		cmocka_unit_test(test_hash_lines),
 		cmocka_unit_test_setup_teardown(test_pending_and_hashed, setup_table,
 						teardown_table),
 		cmocka_unit_test_setup_teardown(test_read, setup_table, teardown_table),
