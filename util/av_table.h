@@ -268,16 +268,22 @@ static inline uint64_t util_av_table_mix64(uint64_t h)
 /* The hash of a 16-byte key, as two words (see util_av_table_hash). */
 static inline uint64_t util_av_table_hash16(uint64_t w0, uint64_t w1)
 {
-	return util_av_table_mix64(w0 ^ w1 * UTIL_AV_TABLE_HASH_MUL ^ UTIL_AV_TABLE_HASH16_SEED);
+	uint64_t h = w0 ^ w1 * UTIL_AV_TABLE_HASH_MUL ^ UTIL_AV_TABLE_HASH16_SEED;
+
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 32;
+	return h * 0xc4ceb9fe1a85ec53ULL;
 }
 
 /*
  * The hash of a key, kept whole in its slot. With every byte past the eighth zero (an exact
  * key) it is a bijection of the first eight bytes, which is what lets exact keys be compared
  * by their hash alone. 16-byte keys (sockaddr_in, the common case) take a short way: the
- * second word through an odd multiply, folded into the first, so that an exact one costs the
- * final mix and nothing more. Other lengths put each 8-byte word through an invertible step
- * (xor, odd multiply, xor-shift).
+ * second word through an odd multiply, folded into the first, then two odd multiplies around
+ * a xor-shift (the table's home line comes from the top bits, which the last multiply mixes
+ * from every bit), so that an exact key costs two multiplies on the lookup's path. Other
+ * lengths put each 8-byte word through an invertible step (xor, odd multiply, xor-shift) and
+ * end with murmur3's finaliser.
  */
 static inline uint64_t util_av_table_hash(const void *key, size_t len)
 {
@@ -342,8 +348,6 @@ util_av_table_find(const struct util_av_table *table, const void *key, size_t *i
 	seq = atomic_load_explicit(&st->seq, memory_order_acquire);
 	hash = atomic_load_explicit(&table->hash, memory_order_acquire);
 	line = &hash->slot[util_av_table_home(hv, hash->nslots)];
-	/* the next line, where a key that found its home line full went */
-	__builtin_prefetch(line + UTIL_AV_HASH_LINE_SLOTS);
 	/*
 	 * The slot with the hash, by arithmetic rather than a branch per slot: the one branch
 	 * below is then nearly always predicted right. Any live slot with the hash will do (its
@@ -354,15 +358,15 @@ util_av_table_find(const struct util_av_table *table, const void *key, size_t *i
 	is_at[3] = line[3].hv == hv;
 	slot = line + ((is_at[1] | is_at[3]) | (is_at[2] | is_at[3]) << 1);
 	meta = slot->meta;
+	ref = slot->ref;
 	/*
 	 * Not there, or dead (meta 0), or a copy of a key that may have others, or a key with a
-	 * tail; a pending entry; a writer at work: the full walk.
+	 * tail; a pending entry; a writer at work: the full walk. One branch for all.
 	 */
-	if (unlikely(slot->hv != hv ||
-		     (meta & (UTIL_AV_HASH_EXACT | UTIL_AV_HASH_DUP)) != UTIL_AV_HASH_EXACT ||
-		     ((seq & 1) | st->pending_cnt)))
+	if (unlikely((slot->hv ^ hv) |
+		     ((meta & (UTIL_AV_HASH_EXACT | UTIL_AV_HASH_DUP)) ^ UTIL_AV_HASH_EXACT) |
+		     (seq & 1) | st->pending_cnt))
 		goto walk;
-	ref = slot->ref;
 	atomic_thread_fence(memory_order_acquire);
 	if (unlikely(atomic_load_explicit(&st->seq, memory_order_relaxed) != seq))
 		goto walk;
