@@ -434,6 +434,59 @@ static void test_hash_collisions(void **state)
 	assert_find_key(table, &keys[0], 0, index[0]);
 }
 
+/*
+ * util_av_table_find_fast settles only hashed, exact, single 16-byte keys; everything else is
+ * left to util_av_table_find_from, and what it settles agrees with it.
+ */
+static void test_find_fast(void **state)
+{
+	struct util_av_table *table = *state, other;
+	struct addr16 a = make_addr(5), tailed = make_addr(6);
+	size_t index = SIZE_MAX;
+	uint32_t gen = UINT32_MAX;
+	uint8_t key13[ADDRLEN] = {1}; /* 13 bytes used; room for what an inline path may read */
+
+	assert_false(util_av_table_find_fast(table, &a, &index, &gen));
+	assert_int_equal(insert_value(table, 4), 0);
+	assert_int_equal(insert_value(table, 5), 1);
+	/* pending: not in the hash yet */
+	assert_false(util_av_table_find_fast(table, &a, &index, &gen));
+	util_av_table_flush(table);
+	assert_true(util_av_table_find_fast(table, &a, &index, &gen));
+	assert_int_equal(index, 1);
+	assert_int_equal(gen, 0);
+
+	/* removed and back: the next generation */
+	assert_int_equal(util_av_table_remove(table, 1), 0);
+	assert_false(util_av_table_find_fast(table, &a, &index, &gen));
+	assert_int_equal(insert_value(table, 5), 1);
+	util_av_table_flush(table);
+	assert_true(util_av_table_find_fast(table, &a, &index, &gen));
+	assert_int_equal(index, 1);
+	assert_int_equal(gen, 1);
+
+	/* a second copy: find picks the lowest, find_fast leaves it to find */
+	assert_int_equal(insert_value(table, 5), 2);
+	util_av_table_flush(table);
+	assert_false(util_av_table_find_fast(table, &a, &index, &gen));
+	assert_find(table, 5, 0, 1);
+
+	/* a key with a tail */
+	tailed.bytes[12] = 1;
+	assert_int_equal(util_av_table_insert(table, &tailed, &index, NULL), 0);
+	util_av_table_flush(table);
+	assert_false(util_av_table_find_fast(table, &tailed, &index, &gen));
+	assert_int_equal(util_av_table_find(table, &tailed, &index, NULL), 0);
+	assert_int_equal(index, 3);
+
+	/* another key length */
+	assert_int_equal(util_av_table_init(&other, 13, 0), 0);
+	assert_int_equal(util_av_table_insert(&other, key13, &index, NULL), 0);
+	util_av_table_flush(&other);
+	assert_false(util_av_table_find_fast(&other, key13, &index, &gen));
+	util_av_table_fini(&other);
+}
+
 /* Exact keys (different hashes) sharing one home line, more than it holds. */
 static void test_full_home_line(void **state)
 {
@@ -977,6 +1030,11 @@ static void run_random(size_t addrlen, uint64_t seed, bool is_exact)
 		value = (uint32_t) (rand_next(&rs) % values);
 		make_addr_len(a, addrlen, value, is_exact);
 		want = model_find(&m, value);
+		/* what the inline path settles, it settles as the full lookup does */
+		if (util_av_table_find_fast(&table, a, &index, &gen)) {
+			assert_int_equal(index, want);
+			assert_int_equal(gen, m.slot[want].gen);
+		}
 		if (want == SIZE_MAX) {
 			assert_int_equal(util_av_table_find(&table, a, &index, NULL), -FI_ENODATA);
 		} else {
@@ -1034,6 +1092,7 @@ int main(void)
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test_setup_teardown(test_exact_and_tails, setup_table, teardown_table),
 		cmocka_unit_test_setup_teardown(test_hash_collisions, setup_table, teardown_table),
+		cmocka_unit_test_setup_teardown(test_find_fast, setup_table, teardown_table),
 		cmocka_unit_test_setup_teardown(test_full_home_line, setup_table, teardown_table),
 		cmocka_unit_test(test_hash_lines),
 		cmocka_unit_test_setup_teardown(test_pending_and_hashed, setup_table,
