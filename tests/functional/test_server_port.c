@@ -40,8 +40,9 @@ static bool exchange(struct lt_ep *from, fi_addr_t dest, struct lt_ep *to, const
 	char sbuf[64], rbuf[64];
 	struct fi_context2 sctx, rctx;
 	struct lt_comp comp;
-	bool ok;
+	bool ok, done;
 
+	memset(sbuf, 0, sizeof(sbuf));
 	snprintf(sbuf, sizeof(sbuf), "%s", what);
 	memset(rbuf, 0, sizeof(rbuf));
 	ok = LT_CHECK_RET(lt_recv(to, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0,
@@ -49,11 +50,11 @@ static bool exchange(struct lt_ep *from, fi_addr_t dest, struct lt_ep *to, const
 	     LT_CHECK_RET(lt_send(from, sbuf, sizeof(sbuf), dest, &sctx), 0, "%s: fi_send", what);
 	if (!ok)
 		return false;
-	ok = LT_CHECK(lt_cq_next(&from->tx, &comp, LT_TIMEOUT_MS) && !comp.err,
-		      "%s: send completes without error (err %d)", what, comp.err);
-	ok &= LT_CHECK(lt_cq_next(&to->rx, &comp, LT_TIMEOUT_MS) && !comp.err &&
-			       !strcmp(rbuf, what),
-		       "%s: message arrives", what);
+	done = lt_cq_next(&from->tx, &comp, LT_TIMEOUT_MS);
+	ok = LT_CHECK(done && !comp.err, "%s: send completes without error (err %d)", what,
+		      done ? comp.err : -1);
+	done = lt_cq_next(&to->rx, &comp, LT_TIMEOUT_MS);
+	ok &= LT_CHECK(done && !comp.err && !strcmp(rbuf, what), "%s: message arrives", what);
 	return ok;
 }
 
