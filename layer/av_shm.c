@@ -36,7 +36,12 @@
 #include "layer/av.h"
 
 #define LAYER_AV_SHM_MAGIC 0x6c61796572617631ULL /* "layerav1" */
-#define LAYER_AV_SHM_VERSION 1
+/*
+ * The shared format: this header, util_av_table's attached layout and its hash function.
+ * Processes of different formats refuse each other's AV (-FI_EINVAL), so it changes
+ * whenever any of them does. 2: hash chains start on a cache line, a shorter 16-byte hash.
+ */
+#define LAYER_AV_SHM_VERSION 2
 #define LAYER_AV_SHM_PREFIX "/ofi_layer_av."
 /* entries of a named AV: at least this many, whatever count says; at most the other */
 #define LAYER_AV_SHM_MIN_COUNT 1024

@@ -30,7 +30,9 @@
  *
  * A table may also live in memory the caller provides (util_av_table_attach: shared memory of
  * a named AV): fixed capacity, offsets instead of pointers in the shared part, so every
- * process maps it wherever it likes.
+ * process maps it wherever it likes. The attached layout and the hash function are then a
+ * format shared between processes: whoever changes them changes the sharer's format version
+ * (layer/av_shm.c, LAYER_AV_SHM_VERSION).
  */
 #ifndef UTIL_AV_TABLE_H
 #define UTIL_AV_TABLE_H
