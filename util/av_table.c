@@ -24,24 +24,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "util/av_table.h"
+#include "util/av_table_int.h"
 
 #define AV_DEFAULT_COUNT 64
 /* A hint larger than this is not preallocated: the table grows on demand past it. */
 #define AV_MAX_PREALLOC ((size_t) 1 << 22)
 #define AV_HASH_MIN_SLOTS 16
-#define AV_HASH_EMPTY UTIL_AV_HASH_EMPTY
-#define AV_HASH_DELETED UTIL_AV_HASH_DELETED
-#define AV_LINE_SLOTS UTIL_AV_HASH_LINE_SLOTS
-
-/* generation word (see av_table.h) */
-#define AV_GEN_LIVE UTIL_AV_TABLE_GEN_LIVE
-#define AV_GEN_CLAIM UTIL_AV_TABLE_GEN_CLAIM
-#define AV_GEN_SHIFT UTIL_AV_TABLE_GEN_SHIFT
-
-/* hash slot meta */
-#define AV_META_EXACT UTIL_AV_HASH_EXACT
-#define AV_META_DUP UTIL_AV_HASH_DUP
 
 /*
  * Load factors, slots counted with tombstones and pending entries: the hash is rebuilt above
@@ -57,10 +45,6 @@
 #define AV_PREFETCH_DIST 8
 /* arrays this large are mapped directly, with transparent huge pages asked for */
 #define AV_BIG_ALLOC ((size_t) 2 << 20)
-/* lock-free lookups retried this often before the caller is told to lock */
-#define AV_FIND_TRIES 8
-/* keys looked up together by util_av_table_find_many */
-#define AV_FIND_BATCH 16
 
 struct util_av_retired {
 	struct util_av_retired *next;
@@ -107,56 +91,12 @@ static void av_free(void *mem, size_t size)
 		munmap(mem, av_alloc_size(size));
 }
 
-/* ---- hashing ---- */
-
-#define av_hash util_av_table_hash
-
-/* A key whose bytes past the first eight are zero: its hash identifies it. */
-static inline bool av_is_exact(const void *key, size_t len)
-{
-	const uint8_t *p = key;
-	uint64_t w, acc = 0;
-	size_t off;
-
-	if (len == 16) {
-		memcpy(&w, p + 8, 8);
-		return w == 0;
-	}
-	for (off = 8; off + 8 <= len; off += 8) {
-		memcpy(&w, p + off, 8);
-		acc |= w;
-	}
-	for (; off < len; off++)
-		acc |= p[off];
-	return acc == 0;
-}
-
-static inline bool av_equal(const void *a, const void *b, size_t len)
-{
-	uint64_t a0, a1, b0, b1;
-
-	/* sockaddr_in, the common case: two loads instead of a memcmp call */
-	if (len == 16) {
-		memcpy(&a0, a, 8);
-		memcpy(&a1, (const uint8_t *) a + 8, 8);
-		memcpy(&b0, b, 8);
-		memcpy(&b1, (const uint8_t *) b + 8, 8);
-		return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-	}
-	return memcmp(a, b, len) == 0;
-}
-
-#define av_home util_av_table_home
+/* ---- hash slots (the hash function and comparisons are in av_table_int.h) ---- */
 
 /* Slots for a hash array: at least min, whole cache lines. */
 static inline size_t av_round_slots(size_t min)
 {
 	return (min + AV_LINE_SLOTS - 1) / AV_LINE_SLOTS * AV_LINE_SLOTS;
-}
-
-static inline size_t av_next(size_t pos, uint64_t nslots)
-{
-	return pos + 1 == nslots ? 0 : pos + 1;
 }
 
 static inline size_t av_prev(size_t pos, uint64_t nslots)
@@ -165,9 +105,6 @@ static inline size_t av_prev(size_t pos, uint64_t nslots)
 }
 
 /* ---- entries (the lock-free accessors are in av_table.h) ---- */
-
-#define av_entry util_av_table_entry
-#define av_gen_off util_av_table_gen_off
 
 static inline uint32_t *av_gen_ptr(const struct util_av_table *table, uint8_t *entry)
 {
@@ -510,7 +447,6 @@ static size_t av_stride(size_t keylen)
 
 /* ---- public ---- */
 
-
 int util_av_table_init(struct util_av_table *table, size_t keylen, size_t initial_count)
 {
 	struct util_av_hash *hash;
@@ -813,216 +749,6 @@ int util_av_table_remove_list(struct util_av_table *table, const size_t *index, 
 			av_remove_live(table, index[j], av_entry(table, index[j]),
 				       ahead[j % AV_PREFETCH_DIST]);
 		}
-	}
-	return 0;
-}
-
-/* av_find_in_line: the home line does not settle it, walk the chain */
-#define AV_FIND_WALK 1
-
-/*
- * The common lookup, from the key's home cache line alone (no entry pending): 0 (found), or
- * -FI_ENODATA, or AV_FIND_WALK. The line's slots are compared without branches, so that the
- * one branch on what memory returns is nearly always predicted right: the processor then goes
- * on to the caller's next lookup while this one waits, and back-to-back lookups overlap their
- * cache misses instead of paying one each in turn.
- */
-static inline int av_find_in_line(const struct util_av_table *table,
-				  const struct util_av_hash *hash, const void *key, uint64_t hv,
-				  bool is_exact, size_t min_index, size_t *index, uint32_t *gen)
-{
-	const struct util_av_hash_slot *line = &hash->slot[av_home(hv, hash->nslots)];
-	unsigned match = 0, empty = 0, i;
-	const uint8_t *entry;
-	uint32_t ref, meta;
-
-	for (i = 0; i < AV_LINE_SLOTS; i++) {
-		ref = line[i].ref;
-		match |= (unsigned) ((line[i].hv == hv) & (ref - 1 < AV_HASH_DELETED - 1)) << i;
-		empty |= (unsigned) (ref == AV_HASH_EMPTY) << i;
-	}
-	/* a chain ends at its first empty slot: no match before one, no key */
-	if (unlikely(!match))
-		return empty ? -FI_ENODATA : AV_FIND_WALK;
-
-	i = (unsigned) __builtin_ctz(match);
-	ref = line[i].ref;
-	meta = line[i].meta;
-	if (!(is_exact && (meta & AV_META_EXACT))) {
-		/* another key with the same hash: it may be further on */
-		entry = av_entry(table, ref - 1);
-		if (!entry || !av_equal(entry, key, table->st->keylen))
-			return AV_FIND_WALK;
-	}
-	/* other copies may lie anywhere in the chain */
-	if (unlikely(meta & AV_META_DUP))
-		return AV_FIND_WALK;
-	if (ref - 1 < min_index)
-		return -FI_ENODATA;
-	*index = ref - 1;
-	*gen = meta >> AV_GEN_SHIFT;
-	return 0;
-}
-
-/*
- * Every slot of the key's chain and the pending list, for the lowest copy at or above
- * min_index: keys with copies, keys past their home line, entries not hashed yet.
- */
-static int av_find_walk(const struct util_av_table *table, const struct util_av_hash *hash,
-			const void *key, uint64_t hv, bool is_exact, size_t min_index,
-			size_t *index, uint32_t *gen)
-{
-	const struct util_av_table_state *st = table->st;
-	size_t keylen = st->keylen, best = SIZE_MAX;
-	uint64_t n = hash->nslots, steps;
-	size_t pos = av_home(hv, n), pending_cnt, i, idx;
-	const struct util_av_hash_slot *slot;
-	uint32_t best_gen = 0, word;
-	const uint8_t *entry;
-
-	for (steps = 0; steps < n; steps++, pos = av_next(pos, n)) {
-		slot = &hash->slot[pos];
-		if (slot->ref == AV_HASH_EMPTY)
-			break;
-		if (slot->hv != hv || slot->ref == AV_HASH_DELETED || slot->ref - 1 >= best)
-			continue;
-		idx = slot->ref - 1;
-		if (!(is_exact && (slot->meta & AV_META_EXACT))) {
-			entry = av_entry(table, idx);
-			if (!entry || !av_equal(entry, key, keylen))
-				continue;
-		}
-		/* a copy below the bound: the key's only copy unless it is marked */
-		if (idx < min_index) {
-			if (!(slot->meta & AV_META_DUP))
-				break;
-			continue;
-		}
-		best = idx;
-		best_gen = slot->meta >> AV_GEN_SHIFT;
-		if (!(slot->meta & AV_META_DUP))
-			break;
-	}
-
-	/* Pending entries are not in the hash yet; one of them may hold a lower copy. */
-	pending_cnt = UTIL_MIN(st->pending_cnt, (uint64_t) UTIL_AV_TABLE_PENDING);
-	for (i = 0; i < pending_cnt; i++) {
-		idx = st->pending[i];
-		if (st->pending_hash[i] != hv || idx >= best || idx < min_index)
-			continue;
-		entry = av_entry(table, idx);
-		if (!entry || !av_equal(entry, key, keylen))
-			continue;
-		word = __atomic_load_n((const uint32_t *) (entry + av_gen_off(keylen)),
-				       __ATOMIC_ACQUIRE);
-		best = idx;
-		best_gen = word >> AV_GEN_SHIFT;
-	}
-
-	if (best == SIZE_MAX)
-		return -FI_ENODATA;
-	*index = best;
-	*gen = best_gen;
-	return 0;
-}
-
-/*
- * One lookup over whatever the hash holds right now. Without the lock the arrays may be
- * changing under it: every index is checked before use and the walk is bounded, and the
- * caller throws the result away unless the sequence count says nothing changed.
- */
-static inline int av_find_once(const struct util_av_table *table, const void *key, uint64_t hv,
-			       bool is_exact, size_t min_index, size_t *index, uint32_t *gen)
-{
-	const struct util_av_hash *hash = atomic_load_explicit(&table->hash, memory_order_acquire);
-	int ret;
-
-	if (likely(!table->st->pending_cnt)) {
-		ret = av_find_in_line(table, hash, key, hv, is_exact, min_index, index, gen);
-		if (likely(ret != AV_FIND_WALK))
-			return ret;
-	}
-	return av_find_walk(table, hash, key, hv, is_exact, min_index, index, gen);
-}
-
-/*
- * Looks up n <= AV_FIND_BATCH keys under one sequence count, their slots prefetched together:
- * 0 with ret[i] set, or -FI_EAGAIN when a writer kept changing the table.
- */
-static int av_find_group(const struct util_av_table *table, const uint8_t *keys, size_t stride,
-			 size_t n, size_t min_index, size_t *index, uint32_t *gen, int *ret)
-{
-	struct util_av_table_state *st = table->st;
-	const struct util_av_hash *hash;
-	uint64_t hv[AV_FIND_BATCH], before;
-	bool is_exact[AV_FIND_BATCH];
-	uint32_t found_gen[AV_FIND_BATCH];
-	size_t i;
-	int tries;
-
-	for (i = 0; i < n; i++) {
-		hv[i] = av_hash(keys + i * stride, st->keylen);
-		is_exact[i] = av_is_exact(keys + i * stride, st->keylen);
-	}
-	for (tries = 0; tries < AV_FIND_TRIES; tries++) {
-		before = atomic_load_explicit(&st->seq, memory_order_acquire);
-		if (before & 1)
-			continue;
-		hash = atomic_load_explicit(&table->hash, memory_order_acquire);
-		for (i = 0; n > 1 && i < n; i++)
-			__builtin_prefetch(&hash->slot[av_home(hv[i], hash->nslots)]);
-		for (i = 0; i < n; i++)
-			ret[i] = av_find_once(table, keys + i * stride, hv[i], is_exact[i],
-					      min_index, &index[i], &found_gen[i]);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
-			continue;
-		for (i = 0; gen && i < n; i++)
-			gen[i] = found_gen[i];
-		return 0;
-	}
-	return -FI_EAGAIN;
-}
-
-/* One key: kept apart from av_find_group, whose batch bookkeeping would double its work. */
-int util_av_table_find_from(const struct util_av_table *table, const void *key,
-			    size_t min_index, size_t *index, uint32_t *gen)
-{
-	const struct util_av_table_state *st = table->st;
-	uint64_t hv = av_hash(key, st->keylen), before;
-	bool is_exact = av_is_exact(key, st->keylen);
-	uint32_t found_gen;
-	size_t found;
-	int ret, tries;
-
-	for (tries = 0; tries < AV_FIND_TRIES; tries++) {
-		before = atomic_load_explicit(&st->seq, memory_order_acquire);
-		if (before & 1)
-			continue;
-		ret = av_find_once(table, key, hv, is_exact, min_index, &found, &found_gen);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&st->seq, memory_order_relaxed) != before)
-			continue;
-		if (!ret) {
-			*index = found;
-			if (gen)
-				*gen = found_gen;
-		}
-		return ret;
-	}
-	return -FI_EAGAIN;
-}
-
-int util_av_table_find_many(const struct util_av_table *table, const void *keys, size_t stride,
-			    size_t count, size_t *index, uint32_t *gen, int *ret)
-{
-	size_t done, n;
-
-	for (done = 0; done < count; done += n) {
-		n = UTIL_MIN((size_t) AV_FIND_BATCH, count - done);
-		if (av_find_group(table, (const uint8_t *) keys + done * stride, stride, n, 0,
-				  &index[done], gen ? &gen[done] : NULL, &ret[done]))
-			return -FI_EAGAIN;
 	}
 	return 0;
 }

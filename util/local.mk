@@ -7,7 +7,7 @@ util_libutil_la_SOURCES = \
 	util/eq.h util/eq.c \
 	util/cntr.h util/cntr.c \
 	util/bufpool.h util/bufpool.c \
-	util/av_table.h util/av_table.c \
+	util/av_table.h util/av_table_int.h util/av_table.c util/av_table_find.c \
 	util/av_set.h util/av_set.c \
 	util/tagm.h util/tagm_inl.h util/tagm.c
 util_libutil_la_LIBADD = $(FABRIC_LIBS) $(PTHREAD_LIBS)
