@@ -564,6 +564,30 @@ int lt_av_insert(struct lt_ep *ep, const void *addr, fi_addr_t *fi_addr)
 	return ret < 0 ? ret : -FI_EOTHER;
 }
 
+int lt_pair_open(struct lt_dom *dom, const struct lt_ep_opts *x_opts,
+		 const struct lt_ep_opts *y_opts, struct lt_ep *x, struct lt_ep *y,
+		 fi_addr_t *x_to_y, fi_addr_t *y_to_x)
+{
+	int ret;
+
+	ret = lt_ep_open(dom, x_opts, x);
+	if (ret)
+		return ret;
+	ret = lt_ep_open(dom, y_opts, y);
+	if (ret) {
+		lt_ep_close(x);
+		return ret;
+	}
+	ret = lt_av_insert(x, y->addr, x_to_y);
+	if (!ret)
+		ret = lt_av_insert(y, x->addr, y_to_x);
+	if (ret) {
+		lt_ep_close(x);
+		lt_ep_close(y);
+	}
+	return ret;
+}
+
 ssize_t lt_send(struct lt_ep *ep, const void *buf, size_t len, fi_addr_t dest, void *ctx)
 {
 	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;

@@ -167,6 +167,13 @@ int lt_ep_enable(struct lt_ep *ep);
 void lt_ep_close(struct lt_ep *ep);
 /* Inserts addr into ep's AV; returns 0 and the fi_addr, or a negative error. */
 int lt_av_insert(struct lt_ep *ep, const void *addr, fi_addr_t *fi_addr);
+/*
+ * Opens two endpoints that know each other (x_opts, y_opts may be NULL): 0, or the first
+ * error, with neither left open.
+ */
+int lt_pair_open(struct lt_dom *dom, const struct lt_ep_opts *x_opts,
+		 const struct lt_ep_opts *y_opts, struct lt_ep *x, struct lt_ep *y,
+		 fi_addr_t *x_to_y, fi_addr_t *y_to_x);
 
 /*
  * Sends one message, retrying -FI_EAGAIN while progressing every CQ (bounded). Waits for nothing

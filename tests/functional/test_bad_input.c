@@ -446,15 +446,9 @@ static int setup(void)
 
 	ret = lt_dom_open(info, &dom);
 	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &a);
-	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &b);
+		ret = lt_pair_open(&dom, NULL, NULL, &a, &b, &a_to_b, &b_to_a);
 	if (!ret)
 		ret = lt_ep_open(&dom, NULL, &c);
-	if (!ret)
-		ret = lt_av_insert(&a, b.addr, &a_to_b);
-	if (!ret)
-		ret = lt_av_insert(&b, a.addr, &b_to_a);
 	/* An address that was inserted and removed again. */
 	if (!ret)
 		ret = lt_av_insert(&a, c.addr, &a_removed);

@@ -214,13 +214,7 @@ int main(int argc, char **argv)
 	info = lt_getinfo_or_skip(hints);
 	ret = lt_dom_open(info, &dom);
 	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &a);
-	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &b);
-	if (!ret)
-		ret = lt_av_insert(&a, b.addr, &a_to_b);
-	if (!ret)
-		ret = lt_av_insert(&b, a.addr, &b_to_a);
+		ret = lt_pair_open(&dom, NULL, NULL, &a, &b, &a_to_b, &b_to_a);
 	if (!LT_CHECK_RET(ret, 0, "two endpoints"))
 		return lt_end();
 

@@ -161,13 +161,7 @@ int main(int argc, char **argv)
 	LT_CHECK(info->domain_attr->threading == FI_THREAD_SAFE, "FI_THREAD_SAFE granted");
 	ret = lt_dom_open(info, &dom);
 	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &a.ep);
-	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &b.ep);
-	if (!ret)
-		ret = lt_av_insert(&a.ep, b.ep.addr, &a.peer);
-	if (!ret)
-		ret = lt_av_insert(&b.ep, a.ep.addr, &b.peer);
+		ret = lt_pair_open(&dom, NULL, NULL, &a.ep, &b.ep, &a.peer, &b.peer);
 	if (!LT_CHECK_RET(ret, 0, "two endpoints on one domain"))
 		return lt_end();
 

@@ -79,25 +79,6 @@ static void check_no_stray(const char *section)
 }
 
 /* Two more endpoints that know each other. */
-static int open_pair(struct lt_ep *x, struct lt_ep *y, fi_addr_t *x_to_y, fi_addr_t *y_to_x)
-{
-	int ret;
-
-	ret = lt_ep_open(&dom, NULL, x);
-	if (ret)
-		return ret;
-	ret = lt_ep_open(&dom, NULL, y);
-	if (!ret)
-		ret = lt_av_insert(x, y->addr, x_to_y);
-	if (!ret)
-		ret = lt_av_insert(y, x->addr, y_to_x);
-	if (ret) {
-		lt_ep_close(x);
-		lt_ep_close(y);
-	}
-	return ret;
-}
-
 /* ---- the send and receive calls ---- */
 
 static void test_send_recv(void)
@@ -473,7 +454,8 @@ static void truncation(size_t buflen, size_t msglen)
 		free(rbuf);
 		return;
 	}
-	if (!LT_CHECK_RET(open_pair(&a, &b, &a_to_b, &b_to_a), 0, "%s: endpoints", what)) {
+	if (!LT_CHECK_RET(lt_pair_open(&dom, NULL, NULL, &a, &b, &a_to_b, &b_to_a), 0,
+			  "%s: endpoints", what)) {
 		free(sbuf);
 		free(rbuf);
 		return;
@@ -1010,7 +992,8 @@ static void test_reply_shares_connection(void)
 			"with IPv4 addresses, not run");
 		return;
 	}
-	if (!LT_CHECK_RET(open_pair(&x, &y, &x_to_y, &y_to_x), 0, "reply path: two endpoints"))
+	if (!LT_CHECK_RET(lt_pair_open(&dom, NULL, NULL, &x, &y, &x_to_y, &y_to_x), 0,
+			  "reply path: two endpoints"))
 		return;
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		lt_fill(sbuf, sizes[i], 40 + i);
@@ -1082,15 +1065,9 @@ int main(int argc, char **argv)
 
 	ret = lt_dom_open(info, &dom);
 	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &a);
-	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &b);
+		ret = lt_pair_open(&dom, NULL, NULL, &a, &b, &a_to_b, &b_to_a);
 	if (!ret)
 		ret = lt_ep_open(&dom, NULL, &c);
-	if (!ret)
-		ret = lt_av_insert(&a, b.addr, &a_to_b);
-	if (!ret)
-		ret = lt_av_insert(&b, a.addr, &b_to_a);
 	if (!ret)
 		ret = lt_av_insert(&c, b.addr, &c_to_b);
 	if (!LT_CHECK_RET(ret, 0, "three endpoints opened, addresses inserted"))

@@ -258,13 +258,7 @@ int main(int argc, char **argv)
 	LT_CHECK(info->caps & FI_MULTI_RECV, "FI_MULTI_RECV granted");
 	ret = lt_dom_open(info, &dom);
 	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &a);
-	if (!ret)
-		ret = lt_ep_open(&dom, &opts, &b);
-	if (!ret)
-		ret = lt_av_insert(&a, b.addr, &a_to_b);
-	if (!ret)
-		ret = lt_av_insert(&b, a.addr, &b_to_a);
+		ret = lt_pair_open(&dom, NULL, &opts, &a, &b, &a_to_b, &b_to_a);
 	if (!LT_CHECK_RET(ret, 0, "endpoints, receiver with min_multi_recv %d", MIN_MULTI_RECV))
 		return lt_end();
 	ret = fi_getopt(&b.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &value, &len);

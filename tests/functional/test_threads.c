@@ -260,13 +260,7 @@ int main(int argc, char **argv)
 	LT_CHECK(info->domain_attr->threading == FI_THREAD_SAFE, "FI_THREAD_SAFE granted");
 	ret = lt_dom_open(info, &dom);
 	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &a);
-	if (!ret)
-		ret = lt_ep_open(&dom, NULL, &b);
-	if (!ret)
-		ret = lt_av_insert(&a, b.addr, &sa.peer);
-	if (!ret)
-		ret = lt_av_insert(&b, a.addr, &sb.peer);
+		ret = lt_pair_open(&dom, NULL, NULL, &a, &b, &sa.peer, &sb.peer);
 	if (!LT_CHECK_RET(ret, 0, "two endpoints"))
 		return lt_end();
 
