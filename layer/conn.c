@@ -115,14 +115,13 @@ void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn)
 	conn->is_tx = true;
 }
 
-void layer_conn_post_lazy_bufs(struct layer_ep *ep, struct layer_conn *conn)
+void layer_conn_carries_data(struct layer_ep *ep, struct layer_conn *conn)
 {
 	struct layer_rx_buf *buf;
 
-	for (; conn->lazy_bufs; conn->lazy_bufs--) {
-		buf = util_bufpool_get(&ep->buf_pool);
-		if (!buf)
-			return;
+	conn->is_ctrl_only = false;
+	/* the core refuses buffers past the connection's new target */
+	while ((buf = util_bufpool_get(&ep->buf_pool))) {
 		if (layer_core_post_buf(ep, conn, buf)) {
 			util_bufpool_put(&ep->buf_pool, buf);
 			return;

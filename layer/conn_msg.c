@@ -25,10 +25,11 @@ _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockadd
  */
 #define LAYER_CTRL_BUF_CNT 8
 
-/* Buffers a connection keeps posted: rx_buf_cnt, less those an outgoing one holds back. */
+/* Buffers a connection keeps posted: rx_buf_cnt, or a few while it carries control only. */
 static inline size_t layer_msg_buf_target(const struct layer_conn *conn)
 {
-	return layer_settings.rx_buf_cnt - conn->lazy_bufs;
+	return conn->is_ctrl_only ? UTIL_MIN(layer_settings.rx_buf_cnt, LAYER_CTRL_BUF_CNT) :
+				    layer_settings.rx_buf_cnt;
 }
 
 static int layer_msg_post_buf_on(struct layer_conn *conn, struct layer_rx_buf *buf)
@@ -96,14 +97,12 @@ static void layer_msg_close_core_ep(struct layer_conn *conn)
 static int layer_msg_setup_core(struct layer_ep *ep, struct layer_conn *conn,
 				struct fi_info *info)
 {
-	size_t i, buf_cnt = layer_settings.rx_buf_cnt;
 	struct layer_rx_buf *buf;
+	size_t i, buf_cnt;
 	int ret;
 
-	if (conn->is_outgoing && buf_cnt > LAYER_CTRL_BUF_CNT) {
-		conn->lazy_bufs = buf_cnt - LAYER_CTRL_BUF_CNT;
-		buf_cnt = LAYER_CTRL_BUF_CNT;
-	}
+	conn->is_ctrl_only = conn->is_outgoing;
+	buf_cnt = layer_msg_buf_target(conn);
 
 	ret = fi_endpoint(ep->domain->core_domain, info, &conn->core_ep, conn);
 	if (ret)

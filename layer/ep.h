@@ -69,8 +69,8 @@ struct layer_conn {
 	bool is_outgoing;              /* opened by this endpoint to send to peer_index */
 	bool is_tx;                    /* sends to peer_index (ep->out_conns) go on it */
 	size_t peer_index;             /* is_tx: the AV index it serves */
-	size_t lazy_bufs;              /* bounce buffers to post when user data first comes
-					* in (MSG: a connection this endpoint opened) */
+	bool is_ctrl_only;             /* MSG: opened by this endpoint, no user data seen on
+					* it yet: only a few buffers posted (conn_msg.c) */
 	fi_addr_t key;                 /* the AV key handle (FI_AV_AUTH_KEY) of what travels
 					* on it (accepted: the peer's, checked; opened: its
 					* own), else FI_ADDR_NOTAVAIL */
@@ -334,8 +334,8 @@ void layer_conn_connected(struct layer_conn *conn);
  * from the AV, the peer is the address inserted with the connection's key.
  */
 void layer_conn_adopt(struct layer_ep *ep, struct layer_conn *conn);
-/* User data came in on a connection that has conn->lazy_bufs left to post: posts them. */
-void layer_conn_post_lazy_bufs(struct layer_ep *ep, struct layer_conn *conn);
+/* User data came in on a conn->is_ctrl_only connection: gives it its full set of buffers. */
+void layer_conn_carries_data(struct layer_ep *ep, struct layer_conn *conn);
 
 /*
  * auth.c: which authorization key an endpoint sends with and which it accepts (see there).

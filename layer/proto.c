@@ -595,8 +595,8 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 		return;
 	}
 
-	if (unlikely(conn->lazy_bufs))
-		layer_conn_post_lazy_bufs(ep, conn);
+	if (unlikely(conn->is_ctrl_only))
+		layer_conn_carries_data(ep, conn);
 	/* A peer that uses an AV key is the address inserted with that key (fi_av(3) 1.20). */
 	buf->key = conn->key;
 	if (unlikely(!ep->av))
