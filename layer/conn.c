@@ -25,6 +25,8 @@ struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing)
 	conn->key = FI_ADDR_NOTAVAIL;
 	conn->is_outgoing = is_outgoing;
 	conn->is_tx = is_outgoing;
+	/* what every peer's buffers take, until it says more (conn_msg.c) */
+	conn->tx_eager = layer_settings.eager_size;
 	conn->state = LAYER_CONN_CONNECTING;
 	util_dlist_init(&conn->peer_link);
 	util_dlist_init(&conn->pending_tx);
@@ -173,8 +175,8 @@ static void layer_conn_release_bufs(struct layer_conn *conn)
 	struct util_dlist *item;
 
 	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
-		util_bufpool_put(&conn->ep->buf_pool,
-				 container_of(item, struct layer_rx_buf, link));
+		layer_proto_buf_lost(conn->ep, container_of(item, struct layer_rx_buf, link),
+				     conn->fail_err ? conn->fail_err : FI_EIO);
 	conn->posted_cnt = 0;
 }
 

@@ -10,12 +10,98 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "layer/ep.h"
 #include "layer/av.h"
 
 _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockaddr_in6),
 	       "the hello holds a listening address (MSG cores have sockaddr addresses only)");
+
+/*
+ * Direct receive, over libfabric 1.17's tcp: the core domain takes a callback of ours
+ * through fi_set_ops("ofix_dynamic_rbuf_v2"), an extension of tcp's own that rxm uses
+ * (DESIGN.md has the facts checked on this platform). tcp then reads the first bytes of each
+ * message into the buffer posted for it, calls back with the message's length, and reads the
+ * rest into the iov the callback returns: an expected payload goes straight into the user's
+ * buffer (proto.c: layer_proto_place), one copy in all on this side.
+ * - Buffers post the header only: tcp does not cut a posted buffer to its message, so a
+ *   longer one would swallow the next message's first bytes. Every message of the protocol
+ *   starts with the whole header; a shorter one (a peer that is not ofi_layer) leaves the
+ *   connection's stream broken, and the connection with it.
+ * - The callback runs inside fi_cq_read on the endpoint's core CQ, so with ep->lock held
+ *   (progress), and with tcp's endpoint lock: nothing in it calls the core.
+ * - A callback error makes tcp fail the buffer and close the connection.
+ * The two structures are libfabric's internal ABI (include/ofi_cq.h, 1.17), declared here:
+ * only runtime 1.17, whose tcp has been checked, gets the extension.
+ */
+struct layer_core_rbuf_entry {
+	void *op_context;          /* the posted buffer's context: our struct layer_rx_buf */
+	uint64_t flags;
+	size_t len;                /* the whole message, header included */
+	void *buf;                 /* the posted buffer, holding the header */
+	uint64_t data;
+	uint64_t tag;
+	void *ep_context;          /* the core endpoint's context: our struct layer_conn */
+};
+
+struct layer_core_rbuf_ops {
+	size_t size;
+	ssize_t (*get_rbuf)(struct layer_core_rbuf_entry *entry, struct iovec *iov,
+			    size_t *count);
+};
+
+static ssize_t layer_msg_get_rbuf(struct layer_core_rbuf_entry *entry, struct iovec *iov,
+				  size_t *count)
+{
+	struct layer_rx_buf *buf = entry->op_context;
+
+	/* a runt (not from ofi_layer): its stream is lost already, close the connection */
+	if (unlikely(entry->len < LAYER_HDR_SIZE))
+		return -FI_EIO;
+	buf->len = entry->len;
+	return layer_proto_place(buf->conn->ep, buf, iov, count);
+}
+
+/* tcp keeps a pointer to it for the domain's life. */
+static struct layer_core_rbuf_ops layer_msg_rbuf_ops = {
+	.size = sizeof(layer_msg_rbuf_ops),
+	.get_rbuf = layer_msg_get_rbuf,
+};
+
+bool layer_msg_direct_recv_init(struct layer_domain *domain)
+{
+	uint32_t version = fi_version();
+	int ret;
+
+	if (!layer_settings.direct_recv || FI_MAJOR(version) != 1 || FI_MINOR(version) != 17 ||
+	    strcasecmp(domain->core_info->fabric_attr->prov_name, "tcp"))
+		return false;
+	ret = fi_set_ops(&domain->core_domain->fid, "ofix_dynamic_rbuf_v2", 0,
+			 &layer_msg_rbuf_ops, NULL);
+	if (ret) {
+		FI_INFO(&layer_prov, FI_LOG_DOMAIN, "no direct receive: %s\n", fi_strerror(-ret));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The largest eager payload this endpoint's buffers take, as the handshake carries it (KiB,
+ * rounded down); 0, from a peer that does not say, stands for the sender's own eager_size.
+ */
+static uint16_t layer_msg_rx_eager_kib(const struct layer_ep *ep)
+{
+	size_t bytes = ep->domain->has_direct_recv ? layer_settings.direct_eager_size :
+						     layer_settings.eager_size;
+
+	return (uint16_t) UTIL_MIN(bytes >> 10, UINT16_MAX);
+}
+
+static size_t layer_msg_tx_eager(uint16_t kib)
+{
+	return kib ? (size_t) kib << 10 : layer_settings.eager_size;
+}
 
 /*
  * Buffers posted on a connection: incoming ones carry the peer's messages. On outgoing ones
@@ -34,12 +120,14 @@ static inline size_t layer_msg_buf_target(const struct layer_conn *conn)
 
 static int layer_msg_post_buf_on(struct layer_conn *conn, struct layer_rx_buf *buf)
 {
+	struct layer_ep *ep = conn->ep;
 	ssize_t ret;
 
-	buf->type = LAYER_CTX_RX_BUF;
-	buf->is_record = false;
-	buf->conn = conn;
-	ret = fi_recv(conn->core_ep, buf->data, conn->ep->buf_size, NULL, FI_ADDR_UNSPEC, buf);
+	layer_buf_reset(buf, conn);
+	/* Direct receive: the header only, the core asks for the rest (see above). */
+	ret = fi_recv(conn->core_ep, buf->data,
+		      ep->domain->has_direct_recv ? LAYER_HDR_SIZE : ep->buf_size, NULL,
+		      FI_ADDR_UNSPEC, buf);
 	if (ret)
 		return (int) ret;
 	util_dlist_insert_tail(&buf->link, &conn->posted_bufs);
@@ -89,8 +177,7 @@ static void layer_msg_close_core_ep(struct layer_conn *conn)
 		conn->core_ep = NULL;
 	}
 	while ((item = util_dlist_pop_front(&conn->posted_bufs)))
-		util_bufpool_put(&conn->ep->buf_pool,
-				 container_of(item, struct layer_rx_buf, link));
+		layer_buf_put(conn->ep, container_of(item, struct layer_rx_buf, link));
 	conn->posted_cnt = 0;
 }
 
@@ -191,6 +278,7 @@ static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
 		.addrlen = (uint8_t) ep->addrlen,
+		.rx_eager_kib = layer_msg_rx_eager_kib(ep),
 		.key_len = key->len,
 	};
 	struct layer_conn *conn;
@@ -200,6 +288,9 @@ static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr
 	if (!conn)
 		return -FI_ENOMEM;
 	conn->peer_index = index;
+	/* Until the acceptor says what its buffers take, nothing above the inject size goes
+	 * eager: a peer with smaller buffers would fail the message and the connection. */
+	conn->tx_eager = 0;
 	memcpy(conn->peer_addr, addr, ep->addrlen);
 	memcpy(hello.addr, ep->addr, ep->addrlen);
 	memcpy(hello.key, key->bytes, key->len);
@@ -250,6 +341,11 @@ static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry 
 		.version = LAYER_PROTO_VERSION,
 		.reason = LAYER_REJECT_AUTH_KEY,
 	};
+	const struct layer_accept accept = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.rx_eager_kib = layer_msg_rx_eager_kib(ep),
+	};
 	struct layer_key key;
 	struct layer_conn *conn;
 	fi_addr_t key_handle;
@@ -275,9 +371,10 @@ static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry 
 	}
 	memcpy(conn->peer_addr, hello->addr, ep->addrlen);
 	conn->key = key_handle;
+	conn->tx_eager = layer_msg_tx_eager(hello->rx_eager_kib);
 	ret = layer_msg_setup_core(ep, conn, entry->info);
 	if (!ret)
-		ret = fi_accept(conn->core_ep, NULL, 0);
+		ret = fi_accept(conn->core_ep, &accept, sizeof(accept));
 	if (!ret)
 		layer_conn_adopt(ep, conn);
 	if (ret) {
@@ -329,6 +426,20 @@ static void layer_msg_handle_eq_error(struct layer_ep *ep)
 	layer_conn_fail(conn, err.err ? err.err : FI_ECONNABORTED);
 }
 
+/* The acceptor says what its buffers take (a peer from before says nothing). */
+static void layer_msg_handle_connected(struct layer_conn *conn,
+				       const struct fi_eq_cm_entry *entry, size_t len)
+{
+	struct layer_accept accept;
+
+	if (len >= sizeof(*entry) + sizeof(accept)) {
+		memcpy(&accept, entry->data, sizeof(accept));
+		if (accept.magic == LAYER_HELLO_MAGIC && accept.version == LAYER_PROTO_VERSION)
+			conn->tx_eager = layer_msg_tx_eager(accept.rx_eager_kib);
+	}
+	layer_conn_connected(conn);
+}
+
 static void layer_msg_progress_events(struct layer_ep *ep)
 {
 	struct {
@@ -351,7 +462,7 @@ static void layer_msg_progress_events(struct layer_ep *ep)
 			layer_msg_handle_connreq(ep, &ev.entry, (size_t) ret);
 			break;
 		case FI_CONNECTED:
-			layer_conn_connected(ev.entry.fid->context);
+			layer_msg_handle_connected(ev.entry.fid->context, &ev.entry, (size_t) ret);
 			break;
 		case FI_SHUTDOWN:
 			layer_conn_fail(ev.entry.fid->context, FI_ECONNRESET);

@@ -86,9 +86,7 @@ static int layer_rdm_post_buf(struct layer_ep *ep, struct layer_conn *conn,
 	/* A buffer given back after a match goes to the pool when enough are posted. */
 	if (!rdm->core_ep || rdm->posted_cnt >= rdm->buf_target)
 		return -FI_EAGAIN;
-	buf->type = LAYER_CTX_RX_BUF;
-	buf->is_record = false;
-	buf->conn = NULL;
+	layer_buf_reset(buf, NULL);
 	ret = fi_recv(rdm->core_ep, buf->data, ep->buf_size, NULL, FI_ADDR_UNSPEC, buf);
 	if (ret)
 		return (int) ret;

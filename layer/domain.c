@@ -258,6 +258,9 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 
 	domain->fabric = fabric;
 	domain->threading = info->domain_attr->threading;
+	/* before any core endpoint exists: the core applies it domain-wide */
+	if (domain->core_info->ep_attr->type == FI_EP_MSG)
+		domain->has_direct_recv = layer_msg_direct_recv_init(domain);
 	/* FI_THREAD_DOMAIN, _COMPLETION and _ENDPOINT: the application serialises access. */
 	domain->is_thread_safe = domain->threading == FI_THREAD_SAFE ||
 				 domain->threading == FI_THREAD_FID ||

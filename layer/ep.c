@@ -415,6 +415,8 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 		size = sizeof(size_t);
 	else if (optname == FI_OPT_LAYER_AUTH_DROPPED)
 		size = sizeof(uint64_t);
+	else if (optname == FI_OPT_LAYER_DIRECT_RECV)
+		size = sizeof(int);
 	else
 		return -FI_ENOPROTOOPT;
 	if (!optval || !optlen)
@@ -425,6 +427,8 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 	}
 	if (optname == FI_OPT_MIN_MULTI_RECV) {
 		*(size_t *) optval = ep->min_multi_recv;
+	} else if (optname == FI_OPT_LAYER_DIRECT_RECV) {
+		*(int *) optval = ep->core == &layer_core_msg_ops && ep->domain->has_direct_recv;
 	} else {
 		util_lock_acquire(&ep->lock);
 		*(uint64_t *) optval = ep->auth_dropped_cnt;
@@ -442,7 +446,8 @@ static int layer_ep_setopt(fid_t fid, int level, int optname, const void *optval
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
 	/* what the provider counts: read only */
-	if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_UNEXP_STATS)
+	if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_UNEXP_STATS ||
+	    optname == FI_OPT_LAYER_DIRECT_RECV)
 		return -FI_EOPNOTSUPP;
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
@@ -671,6 +676,7 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	ep->min_multi_recv = 64;
 	ep->buf_size = sizeof(struct layer_hdr) + UTIL_MAX(layer_settings.eager_size,
 							   (size_t) LAYER_INJECT_SIZE);
+	ep->direct_max = UTIL_MAX(layer_settings.direct_eager_size, ep->buf_size);
 	ep->core = domain->core_info->ep_attr->type == FI_EP_RDM ? &layer_core_rdm_ops :
 								   &layer_core_msg_ops;
 	ret = layer_auth_init(ep, info);

@@ -77,6 +77,8 @@ struct layer_conn {
 	uint16_t key_slot;             /* RDM: outgoing, the slot of its key at the peer;
 					* incoming, the peer's slot it serves; MSG: 0 */
 	bool is_paced;                 /* the peer asked us to pace our sends on it (PACE) */
+	size_t tx_eager;               /* largest payload sent eager on it: what the peer's
+					* buffers take (MSG: from the handshake), else eager_size */
 	bool is_pace_asked;            /* we asked the peer to pace its sends (unexp.c) */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
 	struct layer_rdm_peer *rdm_peer; /* RDM: the peer it belongs to, NULL once closed */
@@ -134,9 +136,35 @@ struct layer_rx_buf {
 	fi_addr_t key;                 /* its connection's key handle (conn->key), kept for
 					* FI_AUTH_KEY receives once the connection is gone */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
+	/* Direct receive (conn_msg.c): what the core's callback decided while the message was
+	 * still arriving, before its completion. */
+	struct layer_rx *rx;           /* the receive it matched then, off every list */
+	void *ext;                     /* malloc'd payload larger than the buffer (ext_len) */
+	size_t ext_len;
+	bool is_placed;                /* the payload went straight into rx's buffer */
+	bool is_unmatched;             /* counted in ep->unmatched_cnt */
 	/* header, then payload (up to eager_size; a record: LAYER_RECORD_SIZE in all) */
 	uint8_t data[] __attribute__((aligned(16)));
 };
+
+/* A buffer about to be posted to the core: nothing decided about it yet. */
+static inline void layer_buf_reset(struct layer_rx_buf *buf, struct layer_conn *conn)
+{
+	buf->type = LAYER_CTX_RX_BUF;
+	buf->is_record = false;
+	buf->conn = conn;
+	buf->rx = NULL;
+	buf->ext = NULL;
+	buf->ext_len = 0;
+	buf->is_placed = false;
+	buf->is_unmatched = false;
+}
+
+/* Where a received message's payload is. */
+static inline uint8_t *layer_buf_payload(struct layer_rx_buf *buf)
+{
+	return buf->ext ? (uint8_t *) buf->ext : buf->data + LAYER_HDR_SIZE;
+}
 
 /* Data bytes of a record: a rendezvous request, or a message up to the inject size (unexp.c). */
 #define LAYER_RECORD_SIZE (LAYER_HDR_SIZE + UTIL_MAX(LAYER_INJECT_SIZE, \
@@ -215,6 +243,8 @@ struct layer_core_ops {
 };
 
 extern const struct layer_core_ops layer_core_msg_ops;
+/* Sets up direct receive on a MSG core domain when the core has it; true if it is on. */
+bool layer_msg_direct_recv_init(struct layer_domain *domain);
 extern const struct layer_core_ops layer_core_rdm_ops;
 
 /* RDM core: the endpoint's core objects and its peers (conn_rdm.c). */
@@ -289,6 +319,7 @@ struct layer_ep {
 	size_t rx_used;
 	struct util_bufpool buf_pool;  /* struct layer_rx_buf */
 	size_t buf_size;               /* header + eager_size */
+	size_t direct_max;             /* direct receive: the largest eager payload taken */
 	/* unexpected messages: what they hold and the bound on it (unexp.c) */
 	struct util_bufpool rec_pool;  /* struct layer_rx_buf records, LAYER_RECORD_SIZE */
 	size_t unexp_limit;            /* FI_OFI_LAYER_UNEXP_MAX */
@@ -304,6 +335,8 @@ struct layer_ep {
 	size_t core_inject_size;       /* bytes one core inject takes (header included) */
 	unsigned progress_tick;        /* progress calls, to pace the core EQ reads */
 	bool has_pending;              /* some connection has queued sends or blocked reads */
+	size_t unmatched_cnt;          /* direct receive: messages arriving that matched no
+					* receive; until they complete, none matches early */
 	uint64_t dropped_cnt;          /* malformed messages dropped */
 };
 
@@ -390,8 +423,19 @@ void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, 
 			   size_t olen);
 /* Receives the message in buf (matched to rx); frees rx unless a multi-receive stays. */
 bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx, struct layer_rx_buf *buf);
+/* Puts a receive buffer back into the pool, with its payload allocation freed. */
+void layer_buf_put(struct layer_ep *ep, struct layer_rx_buf *buf);
 /* Gives a bounce buffer back to its connection (or the pool). */
 void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf);
+/*
+ * Direct receive: buf's header is in (buf->len counts the whole message); fills iov (at most
+ * *count entries) with where its payload goes. See proto.c. No core call; 0 or -FI_E*.
+ */
+int layer_proto_place(struct layer_ep *ep, struct layer_rx_buf *buf, struct iovec *iov,
+		      size_t *count);
+/* A posted buffer's message will not complete (its connection is gone): err fails the
+ * receive it matched early; the buffer goes to the pool. */
+void layer_proto_buf_lost(struct layer_ep *ep, struct layer_rx_buf *buf, int err);
 /*
  * Drops an unexpected message nobody will receive (taken off the lists), answering its sender
  * when it waits; releases it.

@@ -17,6 +17,8 @@ struct layer_settings layer_settings = {
 	.rx_size = 1024,
 	.cq_batch = 32,
 	.unexp_max = 16 << 20,
+	.direct_recv = 1,
+	.direct_eager_size = 256 << 10,
 };
 
 static void layer_cleanup(void)
@@ -57,6 +59,14 @@ static const struct layer_param {
 	  "Bytes the unexpected messages of an endpoint may hold, each receive buffer or "
 	  "header record they keep counted in full; past it the endpoint pushes back on its "
 	  "senders, see fi_layer(7) (default: 16777216)" },
+	{ "direct_recv", &layer_settings.direct_recv, 0, 1,
+	  "Over libfabric 1.17's tcp, have the core read each message's payload straight "
+	  "into the matching receive's buffer, the only copy on the receive side; 0 keeps "
+	  "bounce buffers (default: 1)" },
+	{ "direct_eager_size", &layer_settings.direct_eager_size, 1024, 16 << 20,
+	  "With direct receive, the largest message payload (bytes, rounded down to KiB) "
+	  "this endpoint's peers send inline with its header; larger ones use rendezvous "
+	  "(default: 262144)" },
 };
 
 static void layer_read_params(void)

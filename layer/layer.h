@@ -53,6 +53,8 @@ struct layer_settings {
 	size_t rx_size;       /* default receive queue depth */
 	size_t cq_batch;      /* core completions read per progress call */
 	size_t unexp_max;     /* bytes an endpoint's unexpected messages may hold (unexp.c) */
+	size_t direct_recv;   /* tcp core: let the core place payloads (conn_msg.c); 0: off */
+	size_t direct_eager_size; /* with direct receive: the largest eager payload accepted */
 };
 extern struct layer_settings layer_settings;
 
@@ -145,6 +147,9 @@ struct layer_domain {
 	/* The core domain's registrations: taken around registering, closing, and the core
 	 * progress that looks keys up (domain.c says why). */
 	struct util_lock core_mr_lock;
+	/* The core hands each message's payload to the provider's callback, which places it
+	 * (layer_msg_direct_recv_init); buffers then post the header only. */
+	bool has_direct_recv;
 	atomic_int ref;                /* objects open on this domain */
 };
 

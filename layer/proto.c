@@ -12,6 +12,7 @@
 
 #include "layer/ep.h"
 #include "layer/av.h"
+#include "util/tagm_inl.h"
 
 _Static_assert(offsetof(struct layer_tx, inline_data) ==
 	       offsetof(struct layer_tx, hdr) + sizeof(struct layer_hdr),
@@ -336,7 +337,7 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 		tx->iov[0].iov_base = &tx->hdr;
 		tx->iov[0].iov_len = sizeof(tx->hdr) + len;
 		tx->iov_cnt = 1;
-	} else if (len <= layer_settings.eager_size && likely(!conn->is_paced)) {
+	} else if (len <= conn->tx_eager && likely(!conn->is_paced)) {
 		if (iov_cnt < ep->core_iov_limit) {
 			/* Zero copy: the core sends the header and the user's buffers. */
 			tx->iov[0].iov_base = &tx->hdr;
@@ -467,9 +468,18 @@ void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx)
 	util_bufpool_put(&ep->rx_pool, rx);
 }
 
+void layer_buf_put(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	free(buf->ext);
+	buf->ext = NULL;
+	util_bufpool_put(&ep->buf_pool, buf);
+}
+
 /* Returns a bounce buffer to the core, or to the pool when its connection is gone. */
 void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
+	free(buf->ext);
+	buf->ext = NULL;
 	if (!layer_core_post_buf(ep, buf->conn, buf))
 		return;
 	util_bufpool_put(&ep->buf_pool, buf);
@@ -515,8 +525,12 @@ bool layer_proto_deliver(struct layer_ep *ep, struct layer_rx *rx, struct layer_
 		return is_released;
 	}
 
-	copied = layer_copy_to_iov(rx->iov, rx->iov_cnt, offset, buf->data + sizeof(*hdr),
-				   UTIL_MIN(hdr->size, space));
+	/* Placed by the core already (direct receive), or copied from where it waits. */
+	if (buf->is_placed)
+		copied = UTIL_MIN(hdr->size, space);
+	else
+		copied = layer_copy_to_iov(rx->iov, rx->iov_cnt, offset, layer_buf_payload(buf),
+					   UTIL_MIN(hdr->size, space));
 	if (hdr->flags & LAYER_HDR_ACK_REQ && buf->conn && buf->conn->state != LAYER_CONN_CLOSED)
 		layer_proto_send_ctrl(ep, buf->conn, LAYER_OP_ACK, hdr->msg_id);
 	if (copied < hdr->size)
@@ -544,28 +558,50 @@ static bool layer_rts_segs_ok(const struct layer_hdr *hdr)
 	return sum == hdr->size;
 }
 
-/* Validates a received header; false for anything malformed. */
-static bool layer_proto_hdr_ok(const struct layer_rx_buf *buf)
+/* Validates a header against its message's length (len bytes, header included). */
+static bool layer_proto_hdr_fits(const struct layer_hdr *hdr, size_t len)
 {
-	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
-
-	if (buf->len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION ||
+	if (len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION ||
 	    (hdr->flags & ~LAYER_HDR_FLAGS))
 		return false;
 	switch (hdr->op) {
 	case LAYER_OP_EAGER:
-		return hdr->size == buf->len - sizeof(*hdr);
+		return hdr->size == len - sizeof(*hdr);
 	case LAYER_OP_RTS:
 		return hdr->seg_cnt >= 1 && hdr->seg_cnt <= LAYER_RTS_MAX_SEGS &&
-		       buf->len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
-		       hdr->size <= LAYER_MAX_MSG_SIZE && layer_rts_segs_ok(hdr);
+		       len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
+		       hdr->size <= LAYER_MAX_MSG_SIZE;
 	case LAYER_OP_ACK:
 	case LAYER_OP_PACE:
 	case LAYER_OP_UNPACE:
-		return buf->len == sizeof(*hdr);
+		return len == sizeof(*hdr);
 	default:
 		return false;
 	}
+}
+
+/* Validates a received message; false for anything malformed. */
+static bool layer_proto_hdr_ok(const struct layer_rx_buf *buf)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+
+	return layer_proto_hdr_fits(hdr, buf->len) &&
+	       (hdr->op != LAYER_OP_RTS || layer_rts_segs_ok(hdr));
+}
+
+/* Who sent buf's message: its connection's key, and the peer's fi_addr in the AV. */
+static void layer_proto_resolve_src(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	struct layer_conn *conn = buf->conn;
+
+	/* A peer that uses an AV key is the address inserted with that key (fi_av(3) 1.20). */
+	buf->key = conn->key;
+	if (unlikely(!ep->av))
+		buf->src_addr = FI_ADDR_NOTAVAIL;
+	else if (likely(buf->key == FI_ADDR_NOTAVAIL))
+		buf->src_addr = layer_av_find(ep->av, conn->peer_addr, ep->addrlen);
+	else
+		buf->src_addr = layer_av_find_key(ep->av, conn->peer_addr, ep->addrlen, buf->key);
 }
 
 void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
@@ -597,14 +633,7 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 
 	if (unlikely(conn->is_ctrl_only))
 		layer_conn_carries_data(ep, conn);
-	/* A peer that uses an AV key is the address inserted with that key (fi_av(3) 1.20). */
-	buf->key = conn->key;
-	if (unlikely(!ep->av))
-		buf->src_addr = FI_ADDR_NOTAVAIL;
-	else if (likely(buf->key == FI_ADDR_NOTAVAIL))
-		buf->src_addr = layer_av_find(ep->av, conn->peer_addr, ep->addrlen);
-	else
-		buf->src_addr = layer_av_find_key(ep->av, conn->peer_addr, ep->addrlen, buf->key);
+	layer_proto_resolve_src(ep, buf);
 	if (hdr->flags & LAYER_HDR_TAGGED) {
 		layer_tagged_arrive(ep, buf);
 		return;
@@ -621,6 +650,131 @@ void layer_proto_handle_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 	/* Unexpected: kept until a receive matches (unexp.c). */
 	buf = layer_unexp_keep(ep, buf);
 	util_dlist_insert_tail(&buf->link, &ep->unexp_msgs);
+}
+
+/*
+ * The receive a message arriving now takes, off its list; NULL when none does yet, or when
+ * it is a multi-receive buffer (its slices complete in order: the message waits).
+ */
+static struct layer_rx *layer_proto_match_early(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	struct util_tagm_recv *recv;
+	struct util_dlist *item;
+	struct layer_rx *rx;
+
+	layer_proto_resolve_src(ep, buf);
+	if (hdr->flags & LAYER_HDR_TAGGED) {
+		recv = util_tagm_recv_match(&ep->tagm, hdr->tag, buf->src_addr, buf->key);
+		return recv ? container_of(recv, struct layer_rx, tagm) : NULL;
+	}
+	util_dlist_foreach(&ep->posted_rx, item) {
+		rx = container_of(item, struct layer_rx, link);
+		if (!layer_rx_matches(rx, buf))
+			continue;
+		if (rx->flags & FI_MULTI_RECV)
+			return NULL;
+		util_dlist_remove(&rx->link);
+		return rx;
+	}
+	return NULL;
+}
+
+/*
+ * Direct receive. The core (conn_msg.c) has read the header of buf's message and asks where
+ * its payload goes, while the payload is still arriving. An eager message is matched now, in
+ * arrival order as at completion: the receive it takes leaves its list and waits on buf->rx,
+ * and the payload goes straight into the receive's buffer when it fits (the one copy on this
+ * side). Everything else waits for its completion, as a bounce buffer does, in the buffer or
+ * an allocation of its size: a rendezvous request (its segments are checked once in), a
+ * message for a multi-receive buffer (slices complete in order), a truncated one, a malformed
+ * one (dropped then). A message that matched nothing is counted (ep->unmatched_cnt): until
+ * it completes, no later message matches early either, or one could take the receive posted
+ * meanwhile that is the earlier one's. Runs inside the core's progress: no core call here.
+ */
+int layer_proto_place(struct layer_ep *ep, struct layer_rx_buf *buf, struct iovec *iov,
+		      size_t *count)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	size_t i, left = buf->len - sizeof(*hdr);
+	bool is_data = false;
+	struct layer_rx *rx;
+
+	if (!left) {
+		iov[0].iov_base = NULL;
+		iov[0].iov_len = 0;
+		*count = 1;
+		return 0;
+	}
+	if (likely(layer_proto_hdr_fits(hdr, buf->len)))
+		is_data = hdr->op == LAYER_OP_EAGER || hdr->op == LAYER_OP_RTS;
+	if (likely(is_data && hdr->op == LAYER_OP_EAGER && !ep->unmatched_cnt)) {
+		rx = layer_proto_match_early(ep, buf);
+		buf->rx = rx;
+		if (rx && !(rx->flags & FI_MULTI_RECV) && left <= rx->len &&
+		    rx->iov_cnt <= *count) {
+			for (i = 0; i < rx->iov_cnt; i++)
+				iov[i] = rx->iov[i];
+			*count = rx->iov_cnt;
+			buf->is_placed = true;
+			return 0;
+		}
+	}
+	if (is_data && !buf->rx) {
+		buf->is_unmatched = true;
+		ep->unmatched_cnt++;
+	}
+	if (left > ep->buf_size - sizeof(*hdr)) {
+		/* A peer sends eager what this endpoint told it to at most (conn_msg.c). */
+		if (unlikely(left > ep->direct_max)) {
+			FI_WARN(&layer_prov, FI_LOG_EP_DATA, "message of %zu bytes over the %zu "
+				"this endpoint takes: closing its connection\n", left,
+				ep->direct_max);
+			return -FI_EMSGSIZE;
+		}
+		buf->ext = malloc(left);
+		if (!buf->ext)
+			return -FI_ENOMEM;
+		buf->ext_len = left;
+	}
+	iov[0].iov_base = layer_buf_payload(buf);
+	iov[0].iov_len = left;
+	*count = 1;
+	return 0;
+}
+
+/* Direct receive: a message matched while it arrived is in. */
+static void layer_proto_handle_matched(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	struct layer_rx *rx = buf->rx;
+
+	buf->rx = NULL;
+	if (unlikely(buf->conn->is_ctrl_only))
+		layer_conn_carries_data(ep, buf->conn);
+	layer_proto_deliver(ep, rx, buf);
+	layer_proto_repost_buf(ep, buf);
+}
+
+void layer_proto_buf_lost(struct layer_ep *ep, struct layer_rx_buf *buf, int err)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	struct layer_rx *rx = buf->rx;
+
+	if (buf->is_unmatched) {
+		buf->is_unmatched = false;
+		ep->unmatched_cnt--;
+	}
+	if (rx) {
+		/* Matched while arriving, its message lost with the connection: the receive
+		 * fails, as the receives of a removed peer's messages do. */
+		buf->rx = NULL;
+		rx->tag = hdr->tag;
+		layer_proto_report_rx(ep, rx, NULL, 0,
+				      FI_RECV | (hdr->flags & LAYER_HDR_TAGGED ? FI_TAGGED : FI_MSG),
+				      0, buf->src_addr, err, 0);
+		layer_rx_free(ep, rx);
+	}
+	layer_buf_put(ep, buf);
 }
 
 void layer_proto_discard(struct layer_ep *ep, struct layer_rx_buf *buf)
@@ -727,7 +881,14 @@ void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *
 		util_dlist_remove(&buf->link);
 		buf->conn->posted_cnt--;
 		buf->len = comp->len;
-		layer_proto_handle_buf(ep, buf);
+		if (buf->is_unmatched) {
+			buf->is_unmatched = false;
+			ep->unmatched_cnt--;
+		}
+		if (buf->rx)
+			layer_proto_handle_matched(ep, buf);
+		else
+			layer_proto_handle_buf(ep, buf);
 		break;
 	case LAYER_CTX_READ:
 		layer_rndv_read_done(ep, comp->op_context, 0);
@@ -760,7 +921,9 @@ void layer_proto_handle_error(struct layer_ep *ep, const struct fi_cq_err_entry 
 		buf->conn->posted_cnt--;
 		if (code != FI_ECANCELED && buf->conn && buf->conn->state != LAYER_CONN_CLOSED)
 			layer_conn_fail(buf->conn, code);
-		util_bufpool_put(&ep->buf_pool, buf);
+		/* a receive matched to its message fails as the connection did */
+		layer_proto_buf_lost(ep, buf, buf->conn->fail_err ? buf->conn->fail_err :
+					      code == FI_ECANCELED ? FI_EIO : code);
 		break;
 	case LAYER_CTX_READ:
 		rx = err->op_context;

@@ -93,7 +93,8 @@ struct layer_hello {
 	uint32_t magic;     /* LAYER_HELLO_MAGIC */
 	uint8_t version;    /* LAYER_PROTO_VERSION */
 	uint8_t addrlen;    /* bytes of addr in use */
-	uint16_t reserved;
+	uint16_t rx_eager_kib; /* the largest eager payload the requester's buffers take, in
+				* KiB; 0: its peer's own eager_size (before this was said) */
 	uint8_t addr[28];   /* the requester's listening address (normalised) */
 	uint8_t key_len;    /* the requester's authorization key: 1..LAYER_AUTH_KEY_MAX */
 	uint8_t key_reserved[3];
@@ -102,6 +103,14 @@ struct layer_hello {
 
 #define LAYER_HELLO_MAGIC 0x6c617972u /* "layr" */
 #define LAYER_HELLO_BASE_SIZE offsetof(struct layer_hello, key_len)
+
+/* Carried by the acceptance of a connection request: what the acceptor's buffers take. */
+struct layer_accept {
+	uint32_t magic;     /* LAYER_HELLO_MAGIC */
+	uint8_t version;    /* LAYER_PROTO_VERSION */
+	uint8_t reserved;
+	uint16_t rx_eager_kib; /* as in struct layer_hello */
+};
 
 /* Carried by a refusal of a connection request (fi_reject), so the requester knows why. */
 struct layer_reject {

@@ -100,7 +100,7 @@ static ssize_t layer_tagged_peek(struct layer_ep *ep, const struct iovec *iov, s
 
 		for (i = 0; i < count && done < hdr->size; i++) {
 			n = UTIL_MIN(iov[i].iov_len, hdr->size - done);
-			memcpy(iov[i].iov_base, buf->data + sizeof(*hdr) + done, n);
+			memcpy(iov[i].iov_base, layer_buf_payload(buf) + done, n);
 			done += n;
 		}
 		data_buf = iov[0].iov_base;

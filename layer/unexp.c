@@ -36,7 +36,8 @@
  * So, exactly: as long as the endpoint has waited for nothing since it went past the limit,
  * unexpected memory stays under the limit plus the buffers its homes had posted then
  * (rx_buf_cnt per connection a peer sends on over a MSG core, 4 * rx_buf_cnt over an RDM
- * core), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in more:
+ * core; with direct receive, each with a payload allocation of up to direct_eager_size, which
+ * counts too), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in more:
  * what its senders had handed to their core before they were paced, one record per paced
  * send (each sender's tx_size at most), and one record per small message that arrives.
  */
@@ -50,7 +51,7 @@
 static inline size_t layer_unexp_charge(const struct layer_ep *ep,
 					const struct layer_rx_buf *buf)
 {
-	return buf->is_record ? ep->rec_pool.elem_size : ep->buf_pool.elem_size;
+	return buf->is_record ? ep->rec_pool.elem_size : ep->buf_pool.elem_size + buf->ext_len;
 }
 
 /*
@@ -76,7 +77,7 @@ static bool layer_unexp_fits_record(const struct layer_ep *ep, const struct laye
 {
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 
-	return buf->len <= LAYER_RECORD_SIZE &&
+	return buf->len <= LAYER_RECORD_SIZE && !buf->ext &&
 	       (hdr->op == LAYER_OP_RTS || (hdr->flags & LAYER_HDR_ACK_REQ) ||
 		ep->unexp_bytes + ep->buf_pool.elem_size > ep->unexp_limit);
 }
@@ -89,9 +90,8 @@ static struct layer_rx_buf *layer_unexp_record(struct layer_ep *ep,
 	rec = util_bufpool_get(&ep->rec_pool);
 	if (!rec)
 		return NULL;
-	rec->type = LAYER_CTX_RX_BUF;
+	layer_buf_reset(rec, buf->conn);
 	rec->is_record = true;
-	rec->conn = buf->conn;
 	rec->len = buf->len;
 	rec->src_addr = buf->src_addr;
 	rec->key = buf->key;
@@ -158,14 +158,15 @@ struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *
 			/* Held back: the home runs one buffer short. */
 			ep->is_short = true;
 			ep->stall_cnt++;
-			util_bufpool_put(&ep->buf_pool, spare);
+			if (spare)
+				layer_buf_put(ep, spare);
 			return kept;
 		}
 	}
 	if (!spare)
 		spare = util_bufpool_get(&ep->buf_pool);
 	if (spare && layer_core_post_buf(ep, conn, spare))
-		util_bufpool_put(&ep->buf_pool, spare);
+		layer_buf_put(ep, spare);
 	return kept;
 }
 
@@ -173,7 +174,10 @@ void layer_unexp_put(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
 	ep->unexp_bytes -= layer_unexp_charge(ep, buf);
 	ep->unexp_cnt--;
-	util_bufpool_put(buf->is_record ? &ep->rec_pool : &ep->buf_pool, buf);
+	if (buf->is_record)
+		util_bufpool_put(&ep->rec_pool, buf);
+	else
+		layer_buf_put(ep, buf);
 }
 
 void layer_unexp_release(struct layer_ep *ep, struct layer_rx_buf *buf)

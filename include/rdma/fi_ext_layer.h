@@ -207,6 +207,15 @@ struct fi_layer_unexp_stats {
 	uint64_t pace_cnt;   /* requests to pace sent to senders */
 };
 
+/*
+ * Endpoint option (fi_getopt, level FI_OPT_ENDPOINT, an int): 1 when the core places each
+ * message's payload straight into the matching receive's buffer (direct receive: libfabric
+ * 1.17's tcp, FI_OFI_LAYER_DIRECT_RECV), 0 when messages land in bounce buffers first.
+ * -FI_ETOOSMALL with *optlen set when *optlen is smaller than an int; -FI_EINVAL for a NULL
+ * optval or optlen. Read only: fi_setopt returns -FI_EOPNOTSUPP.
+ */
+#define FI_OPT_LAYER_DIRECT_RECV (-0x4c03)
+
 #ifdef __cplusplus
 }
 #endif

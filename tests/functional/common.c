@@ -224,6 +224,14 @@ bool lt_core_is_msg(void)
 	return strcasecmp(core, "net") && strcasecmp(core, "shm");
 }
 
+bool lt_direct_recv(struct fid_ep *ep)
+{
+	size_t len = sizeof(int);
+	int on = 0;
+
+	return !fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_DIRECT_RECV, &on, &len) && on;
+}
+
 const char *lt_prov_reversed(void)
 {
 	static char buf[128];

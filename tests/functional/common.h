@@ -20,6 +20,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_eq.h>
+#include <rdma/fi_ext_layer.h>
 
 #define LT_NODE "127.0.0.1"
 #define LT_FI_VERSION FI_VERSION(1, 17)
@@ -74,6 +75,8 @@ bool lt_is_layer(void);
  * shm, or any core with FI_OFI_LAYER_CORE_EP_TYPE=rdm): the rules of fi_layer(7).
  */
 bool lt_core_is_msg(void);
+/* Whether ep's core places payloads in receive buffers itself (FI_OPT_LAYER_DIRECT_RECV). */
+bool lt_direct_recv(struct fid_ep *ep);
 /* The core's name in the provider under test ("tcp" for "tcp;ofi_layer"). */
 const char *lt_core_name(void);
 /* The same two names in the other order ("ofi_layer;tcp"). */

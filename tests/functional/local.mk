@@ -75,11 +75,18 @@ tests_functional_test_tagged_threads_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_unexp
 tests_functional_test_unexp_SOURCES = tests/functional/test_unexp.c $(func_common)
 tests_functional_test_unexp_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_direct
+tests_functional_test_direct_SOURCES = tests/functional/test_direct.c $(func_common)
+tests_functional_test_direct_LDADD = $(func_ldadd)
 
 # The data-path tests above once more over net;ofi_layer (an RDM core); 77 without net.
 dist_check_SCRIPTS += tests/functional/run_over_net.sh
 TESTS += tests/functional/run_over_net.sh
-EXTRA_DIST += tests/functional/lsan_net.supp
+EXTRA_DIST += tests/functional/lsan_net.supp tests/functional/run_suite.sh
+
+# The same over tcp with bounce buffers instead of direct receive (fi_layer(7)).
+dist_check_SCRIPTS += tests/functional/run_bounce.sh
+TESTS += tests/functional/run_bounce.sh
 
 # libfabric's own fi_pingpong between two processes over ofi_layer; 77 without libfabric-bin.
 dist_check_SCRIPTS += tests/functional/run_fi_pingpong.sh

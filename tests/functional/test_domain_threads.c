@@ -13,7 +13,8 @@
 #include <string.h>
 
 #define MSGS 3000
-#define LEN (32 * 1024) /* above the default eager_size: every message is a rendezvous */
+/* above the default eager_size: a rendezvous over an RDM core (eager with direct receive) */
+#define LEN (32 * 1024)
 #define WINDOW 16	/* sends and receives each thread keeps posted */
 #define DEADLINE_MS 60000
 

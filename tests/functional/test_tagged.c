@@ -12,7 +12,7 @@
 
 #include "tests/functional/common.h"
 
-#define BIG (256 * 1024) /* above any eager size: rendezvous */
+#define BIG (1024 * 1024) /* above any default eager size: rendezvous */
 
 static struct lt_ep a, b, c;
 static fi_addr_t a_to_b, b_from_a, b_from_c, c_to_b;
@@ -47,7 +47,9 @@ static ssize_t trecvmsg(struct lt_ep *ep, void *buf, size_t len, fi_addr_t src, 
 
 static void check_sizes(void)
 {
-	static const size_t sizes[] = { 0, 1, 256, 257, 4096, 16384, 16385, BIG, 4 << 20 };
+	/* around the inject size, eager_size and direct_eager_size (fi_layer(7)) */
+	static const size_t sizes[] = { 0, 1, 256, 257, 4096, 16384, 16385, 262144, 262145,
+					BIG, 4 << 20 };
 	struct lt_comp comp;
 	size_t i;
 

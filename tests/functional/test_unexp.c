@@ -33,6 +33,8 @@
 /* Small enough that a few messages reach it, and few buffers posted per home. */
 #define UNEXP_MAX 65536
 #define RX_BUF_CNT 8
+/* FI_OFI_LAYER_DIRECT_EAGER_SIZE's default */
+#define DIRECT_EAGER_SIZE (256 * 1024)
 #define TX_SIZE 32
 /* A's messages: far more than UNEXP_MAX and the buffers posted, if it could send them all. */
 #define A_CNT 512
@@ -306,8 +308,10 @@ static void finish_all(const char *what)
 static size_t unexp_bound(const struct fi_layer_unexp_stats *stats, size_t peers)
 {
 	size_t bufs = lt_core_is_msg() ? peers * RX_BUF_CNT : 4 * RX_BUF_CNT;
+	/* with direct receive, a buffer may hold an eager payload of up to the direct limit */
+	size_t extra = lt_direct_recv(r.ep) ? DIRECT_EAGER_SIZE : 0;
 
-	return stats->limit + bufs * stats->buf_bytes;
+	return stats->limit + bufs * (stats->buf_bytes + extra);
 }
 
 /* A floods R, which posts nothing: pushback and the bound. */

@@ -1,0 +1,13 @@
+#!/bin/sh
+# The functional tests of the data path again over tcp;ofi_layer with bounce buffers
+# (FI_OFI_LAYER_DIRECT_RECV=0): the path every core without direct receive takes, and the
+# one tcp falls back to on libfabric other than 1.17 (fi_layer(7)).
+set -u
+. "$(dirname "$0")/run_suite.sh"
+LAYER_TEST_PROV="tcp;ofi_layer"
+FI_OFI_LAYER_DIRECT_RECV=0
+export LAYER_TEST_PROV FI_OFI_LAYER_DIRECT_RECV
+
+run_suite "tcp;ofi_layer with bounce buffers" test_msg test_tagged test_multi_recv \
+	test_cancel test_twoproc test_threads test_tagged_threads test_malformed \
+	test_auth_data test_unexp test_peer_loss test_direct
