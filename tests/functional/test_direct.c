@@ -165,6 +165,7 @@ static void check_truncation(bool is_posted_first)
 	char *sbuf = malloc(10 * TRUNC_BUF), *rbuf = calloc(1, TRUNC_BUF);
 	uint64_t tag = is_posted_first ? 200 : 201;
 	struct lt_comp comp;
+	bool is_in;
 
 	lt_fill(sbuf, 10 * TRUNC_BUF, tag);
 	if (is_posted_first)
@@ -177,8 +178,10 @@ static void check_truncation(bool is_posted_first)
 		LT_CHECK_RET(LT_RETRY(fi_trecv(y.ep, rbuf, TRUNC_BUF, NULL, y_to_x, tag, 0,
 					       &rctx)), 0, "truncation (%s): receive", when);
 	}
-	LT_CHECK(lt_cq_next(&y.rx, &comp, LT_TIMEOUT_MS) && comp.op_context == &rctx &&
-		 comp.err == FI_ETRUNC && comp.olen == 9 * TRUNC_BUF && comp.len == TRUNC_BUF,
+	memset(&comp, 0, sizeof(comp));
+	is_in = lt_cq_next(&y.rx, &comp, LT_TIMEOUT_MS);
+	LT_CHECK(is_in && comp.op_context == &rctx && comp.err == FI_ETRUNC &&
+		 comp.olen == 9 * TRUNC_BUF && comp.len == TRUNC_BUF,
 		 "truncation (%s): FI_ETRUNC, olen %zu, len %zu (err %d)", when, comp.olen,
 		 comp.len, comp.err);
 	LT_CHECK(lt_verify(rbuf, TRUNC_BUF, tag) == TRUNC_BUF, "truncation (%s): the data up to "
@@ -440,8 +443,13 @@ int main(int argc, char **argv)
 	hints = lt_hints(FI_MSG | FI_TAGGED | FI_DIRECTED_RECV);
 	role = lt_child_role(argc, argv, &rfd, &wfd);
 	if (role) {
+		int ret;
+
 		info = lt_getinfo_or_skip(hints);
-		return strcmp(role, "race") ? child_main(rfd, wfd) : race_main();
+		ret = strcmp(role, "race") ? child_main(rfd, wfd) : race_main();
+		fi_freeinfo(info);
+		fi_freeinfo(hints);
+		return ret;
 	}
 	lt_begin("direct");
 	if (!lt_is_layer())
