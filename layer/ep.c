@@ -674,11 +674,18 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	ep->tx_size = info->tx_attr->size ? info->tx_attr->size : layer_settings.tx_size;
 	ep->rx_size = info->rx_attr->size ? info->rx_attr->size : layer_settings.rx_size;
 	ep->min_multi_recv = 64;
-	ep->buf_size = sizeof(struct layer_hdr) + UTIL_MAX(layer_settings.eager_size,
-							   (size_t) LAYER_INJECT_SIZE);
-	ep->direct_max = UTIL_MAX(layer_settings.direct_eager_size, ep->buf_size);
 	ep->core = domain->core_info->ep_attr->type == FI_EP_RDM ? &layer_core_rdm_ops :
 								   &layer_core_msg_ops;
+	/*
+	 * Direct receive posts the header only, and a payload that waits for its completion
+	 * gets an allocation of its size unless a record's room holds it: buffers are records.
+	 */
+	if (ep->core == &layer_core_msg_ops && domain->has_direct_recv)
+		ep->buf_size = LAYER_RECORD_SIZE;
+	else
+		ep->buf_size = sizeof(struct layer_hdr) + UTIL_MAX(layer_settings.eager_size,
+								   (size_t) LAYER_INJECT_SIZE);
+	ep->direct_max = UTIL_MAX(layer_settings.direct_eager_size, ep->buf_size);
 	ret = layer_auth_init(ep, info);
 	if (ret)
 		goto err_free_ep;

@@ -143,7 +143,8 @@ struct layer_rx_buf {
 	size_t ext_len;
 	bool is_placed;                /* the payload went straight into rx's buffer */
 	bool is_unmatched;             /* counted in ep->unmatched_cnt */
-	/* header, then payload (up to eager_size; a record: LAYER_RECORD_SIZE in all) */
+	/* header, then payload (up to eager_size; a record, and a buffer with direct receive:
+	 * LAYER_RECORD_SIZE in all) */
 	uint8_t data[] __attribute__((aligned(16)));
 };
 
@@ -318,7 +319,7 @@ struct layer_ep {
 	struct util_bufpool rx_pool;   /* struct layer_rx, bounded by rx_size */
 	size_t rx_used;
 	struct util_bufpool buf_pool;  /* struct layer_rx_buf */
-	size_t buf_size;               /* header + eager_size */
+	size_t buf_size;               /* header + eager_size (direct receive: a record) */
 	size_t direct_max;             /* direct receive: the largest eager payload taken */
 	/* unexpected messages: what they hold and the bound on it (unexp.c) */
 	struct util_bufpool rec_pool;  /* struct layer_rx_buf records, LAYER_RECORD_SIZE */
