@@ -39,6 +39,8 @@
 #define LAYER_RDM_NO_KEY_YET ((fi_addr_t) 0)
 /* Bounce buffers kept posted on the core endpoint: rx_buf_cnt for each of a few peers. */
 #define LAYER_RDM_BUF_FACTOR 4
+/* The most a peer's HELLO_ACK makes us send eager: FI_OFI_LAYER_EAGER_SIZE's maximum. */
+#define LAYER_RDM_EAGER_MAX (1u << 20)
 /* Core fi_addr values past this are not table indices: the core ignored FI_AV_TABLE. */
 #define LAYER_RDM_MAX_PEERS (1u << 24)
 
@@ -60,6 +62,7 @@ struct layer_rdm_out_slot {
 	struct layer_key key;
 	bool is_hello_sent;            /* its HELLO is on its way or answered */
 	bool is_acked;                 /* the peer accepted it: its connections may send */
+	size_t tx_eager;               /* what the peer's buffers take, from its HELLO_ACK */
 };
 
 /* One address the endpoint exchanges messages with. */
@@ -195,6 +198,9 @@ static struct layer_conn *layer_rdm_conn_alloc(struct layer_ep *ep, struct layer
 	conn->core_ep = ep->rdm.core_ep;
 	conn->core_addr = peer->core_addr;
 	conn->rdm_peer = peer;
+	/* until its HELLO_ACK says what the peer's buffers take, nothing above inline size
+	 * goes eager */
+	conn->tx_eager = 0;
 	memcpy(conn->peer_addr, peer->addr, ep->addrlen);
 	return conn;
 }
@@ -346,6 +352,7 @@ static int layer_rdm_connect(struct layer_ep *ep, size_t index, const void *addr
 	util_dlist_insert_tail(&conn->peer_link, &peer->out_conns);
 	if (peer->out[slot].is_acked) {
 		conn->state = LAYER_CONN_CONNECTED;
+		conn->tx_eager = peer->out[slot].tx_eager;
 	} else if (!peer->out[slot].is_hello_sent) {
 		ret = layer_rdm_send_hello(ep, conn);
 		if (ret) {
@@ -506,9 +513,10 @@ static void layer_rdm_handle_hello(struct layer_ep *ep, struct layer_rx_buf *buf
 	if (in->conn && new_key != prev_key)
 		layer_conn_fail(in->conn, FI_ECONNRESET);
 	conn = layer_rdm_in_conn(ep, peer, slot);
-	if (!conn || layer_proto_send_ctrl_data(ep, conn, in->state == LAYER_RDM_SLOT_ACCEPTED ?
-						LAYER_OP_HELLO_ACK : LAYER_OP_HELLO_NAK,
-						slot, NULL, 0)) {
+	/* The answer says what our buffers take: the peer sends eager no more than that. */
+	if (!conn || layer_proto_send_ctrl_hdr(ep, conn, in->state == LAYER_RDM_SLOT_ACCEPTED ?
+					       LAYER_OP_HELLO_ACK : LAYER_OP_HELLO_NAK, 0, slot,
+					       ep->buf_size - LAYER_HDR_SIZE, NULL, 0)) {
 		layer_rdm_drop(ep, buf, "no memory to answer a hello");
 		return;
 	}
@@ -526,6 +534,10 @@ static void layer_rdm_handle_answer(struct layer_rdm_peer *peer, const struct la
 		return;
 	if (is_ack) {
 		peer->out[hdr->msg_id].is_acked = true;
+		/* a peer from before says nothing: it takes what we do, as then */
+		peer->out[hdr->msg_id].tx_eager = hdr->data ?
+			UTIL_MIN(hdr->data, (uint64_t) LAYER_RDM_EAGER_MAX) :
+			layer_settings.eager_size;
 	} else {
 		/* reported by the sends' error completions */
 		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "peer refused this endpoint's "
@@ -539,10 +551,12 @@ static void layer_rdm_handle_answer(struct layer_rdm_peer *peer, const struct la
 		conn = container_of(item, struct layer_conn, peer_link);
 		if (conn->key_slot != hdr->msg_id)
 			continue;
-		if (is_ack)
+		if (is_ack) {
+			conn->tx_eager = peer->out[hdr->msg_id].tx_eager;
 			layer_conn_connected(conn);
-		else
+		} else {
 			layer_conn_fail(conn, FI_EACCES);
+		}
 	}
 	peer->is_failing = false;
 }

@@ -78,7 +78,8 @@ struct layer_conn {
 					* incoming, the peer's slot it serves; MSG: 0 */
 	bool is_paced;                 /* the peer asked us to pace our sends on it (PACE) */
 	size_t tx_eager;               /* largest payload sent eager on it: what the peer's
-					* buffers take (MSG: from the handshake), else eager_size */
+					* buffers take, as its handshake said (MSG: acceptance;
+					* RDM: HELLO_ACK); until then only inline-size ones */
 	bool is_pace_asked;            /* we asked the peer to pace its sends (unexp.c) */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* peer's address (MSG: listening; normalised) */
 	struct layer_rdm_peer *rdm_peer; /* RDM: the peer it belongs to, NULL once closed */
@@ -415,9 +416,10 @@ int layer_proto_send_ctrl(struct layer_ep *ep, struct layer_conn *conn, enum lay
 /* A control message with len (<= LAYER_INJECT_SIZE) bytes of data after the header. */
 int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
 			       uint64_t msg_id, const void *data, size_t len);
-/* The same with header flags (LAYER_HDR_*). */
-int layer_proto_send_ctrl_flags(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
-				uint16_t flags, uint64_t msg_id, const void *data, size_t len);
+/* The same with header flags (LAYER_HDR_*) and the header's data field (value). */
+int layer_proto_send_ctrl_hdr(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			      uint16_t flags, uint64_t msg_id, uint64_t value, const void *data,
+			      size_t len);
 int layer_proto_cancel(struct layer_ep *ep, void *context);
 void layer_proto_report_rx(struct layer_ep *ep, struct layer_rx *rx, void *buf, size_t len,
 			   uint64_t cq_flags, uint64_t data, fi_addr_t src, int err,

@@ -382,11 +382,12 @@ ssize_t layer_proto_send(struct layer_ep *ep, const struct iovec *iov, size_t io
 int layer_proto_send_ctrl_data(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
 			       uint64_t msg_id, const void *data, size_t len)
 {
-	return layer_proto_send_ctrl_flags(ep, conn, op, 0, msg_id, data, len);
+	return layer_proto_send_ctrl_hdr(ep, conn, op, 0, msg_id, 0, data, len);
 }
 
-int layer_proto_send_ctrl_flags(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
-				uint16_t flags, uint64_t msg_id, const void *data, size_t len)
+int layer_proto_send_ctrl_hdr(struct layer_ep *ep, struct layer_conn *conn, enum layer_op op,
+			      uint16_t flags, uint64_t msg_id, uint64_t value, const void *data,
+			      size_t len)
 {
 	struct layer_tx *tx;
 
@@ -404,6 +405,7 @@ int layer_proto_send_ctrl_flags(struct layer_ep *ep, struct layer_conn *conn, en
 		.op = op,
 		.flags = flags,
 		.size = len,
+		.data = value,
 		.msg_id = msg_id,
 	};
 	if (len)

@@ -63,7 +63,8 @@ struct layer_hdr {
 			     * first, or no key); 0 otherwise */
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size */
 	uint64_t tag;       /* tagged messages: the tag */
-	uint64_t data;      /* remote CQ data */
+	uint64_t data;      /* remote CQ data; HELLO_ACK: the largest eager payload the
+			     * answering endpoint's buffers take (0: not said, as before) */
 	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of it;
 			     * HELLO, HELLO_ACK, HELLO_NAK: the key slot */
 };

@@ -139,8 +139,8 @@ static void layer_rndv_finish(struct layer_ep *ep, struct layer_rx *rx)
 	/* The sender waits for this answer whatever happened: a read that failed while the
 	 * connection lives (an RDM core fails operations alone) fails its send too. */
 	if (conn->state != LAYER_CONN_CLOSED)
-		layer_proto_send_ctrl_flags(ep, conn, LAYER_OP_ACK, err ? LAYER_HDR_FAILED : 0,
-					    rx->msg_id, NULL, 0);
+		layer_proto_send_ctrl_hdr(ep, conn, LAYER_OP_ACK, err ? LAYER_HDR_FAILED : 0,
+					  rx->msg_id, 0, NULL, 0);
 	if (!err && rx->read_len < rx->msg_len)
 		layer_proto_report_rx(ep, rx, rx->msg_buf, rx->read_len, rx->cq_flags,
 				      rx->cq_data, rx->msg_src, FI_ETRUNC,

@@ -21,8 +21,7 @@
  * - A peer that keeps small bounce buffers (a child process with FI_OFI_LAYER_DIRECT_RECV=0
  *   and FI_OFI_LAYER_EAGER_SIZE=4096) and this one exchange messages around every eager
  *   limit, the first one before the connection is up: each side sends eager only what the
- *   other's handshake said it takes. Over an RDM core, which has no handshake that says
- *   it, every process keeps the same eager_size (fi_layer(7)): left out there.
+ *   other's handshake said it takes (over an RDM core, the HELLO_ACK).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,8 +468,7 @@ int main(int argc, char **argv)
 	check_order(true);
 	if (lt_direct_recv(x.ep))
 		check_race();
-	if (lt_core_is_msg())
-		check_bounce_peer();
+	check_bounce_peer();
 
 	lt_ep_close(&x);
 	lt_ep_close(&y);
