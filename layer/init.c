@@ -43,12 +43,14 @@ static const struct layer_param {
 	const char *help;
 } layer_params[] = {
 	{ "eager_size", &layer_settings.eager_size, 0, 1 << 20,
-	  "Largest message payload (bytes) sent inline with its header; larger messages use "
-	  "rendezvous, the receiver pulling the data with the core's RMA read (default: 16384)" },
+	  "With bounce buffers (no direct receive), the payload bytes each receive buffer "
+	  "takes after the header: the largest message payload peers send inline with its "
+	  "header; larger messages use rendezvous, the receiver pulling the data with the "
+	  "core's RMA read (default: 16384)" },
 	{ "rx_buf_cnt", &layer_settings.rx_buf_cnt, 4, 65536,
 	  "Receive buffers posted on each connection a peer opened, each eager_size plus "
-	  "the header; over an RDM core, the endpoint's shared pool posts four times as many "
-	  "(default: 64)" },
+	  "the header (with direct receive, 256 bytes plus the header); over an RDM core, the "
+	  "endpoint's shared pool posts four times as many (default: 64)" },
 	{ "tx_size", &layer_settings.tx_size, 16, 1 << 20,
 	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
 	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,
