@@ -51,6 +51,11 @@ static int layer_eps_attach(struct util_lock *lock, struct util_dlist *eps,
 		return -FI_ENOMEM;
 	ref->ep = ep;
 	if (has_wait) {
+		ret = layer_ep_core_cq_wait(ep);
+		if (ret) {
+			free(ref);
+			return ret;
+		}
 		/* a core CQ without a wait fd (shm) is polled: its trywait never says sleep */
 		ret = ep->core_cq_fd >= 0 ? util_wait_add_fd(wait, ep->core_cq_fd) : 0;
 		if (!ret)

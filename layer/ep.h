@@ -348,6 +348,8 @@ int layer_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep
 void layer_ep_progress(struct layer_ep *ep);
 /* 0 when the core has nothing pending and the caller may sleep on the wait fds. */
 int layer_ep_trywait(struct layer_ep *ep);
+/* A CQ or counter that can block is bound: the core CQ gets a wait fd (before fi_enable). */
+int layer_ep_core_cq_wait(struct layer_ep *ep);
 
 /* conn.c (ep->lock held) */
 /* A connection on ep's conns list (connecting), with its lists empty; NULL without memory. */
