@@ -25,8 +25,9 @@ struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing)
 	conn->key = FI_ADDR_NOTAVAIL;
 	conn->is_outgoing = is_outgoing;
 	conn->is_tx = is_outgoing;
-	/* what every peer's buffers take, until it says more (conn_msg.c) */
-	conn->tx_eager = layer_settings.eager_size;
+	/* Until the peer's handshake says what its buffers take, nothing above the inject size
+	 * goes eager: a peer with smaller buffers would fail the message and the connection. */
+	conn->tx_eager = 0;
 	conn->state = LAYER_CONN_CONNECTING;
 	util_dlist_init(&conn->peer_link);
 	util_dlist_init(&conn->pending_tx);
@@ -53,6 +54,12 @@ static int layer_conn_grow_out(struct layer_ep *ep, size_t index)
 	ep->out_conns = conns;
 	ep->out_conns_cnt = cnt;
 	return 0;
+}
+
+size_t layer_conn_peer_eager(uint64_t bytes)
+{
+	return bytes ? (size_t) UTIL_MIN(bytes, (uint64_t) LAYER_EAGER_MAX) :
+		       layer_settings.eager_size;
 }
 
 int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,

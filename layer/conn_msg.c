@@ -98,10 +98,6 @@ static uint16_t layer_msg_rx_eager_kib(const struct layer_ep *ep)
 	return (uint16_t) UTIL_MIN(bytes >> 10, UINT16_MAX);
 }
 
-static size_t layer_msg_tx_eager(uint16_t kib)
-{
-	return kib ? (size_t) kib << 10 : layer_settings.eager_size;
-}
 
 /*
  * Buffers posted on a connection: incoming ones carry the peer's messages. On outgoing ones
@@ -288,9 +284,6 @@ static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr
 	if (!conn)
 		return -FI_ENOMEM;
 	conn->peer_index = index;
-	/* Until the acceptor says what its buffers take, nothing above the inject size goes
-	 * eager: a peer with smaller buffers would fail the message and the connection. */
-	conn->tx_eager = 0;
 	memcpy(conn->peer_addr, addr, ep->addrlen);
 	memcpy(hello.addr, ep->addr, ep->addrlen);
 	memcpy(hello.key, key->bytes, key->len);
@@ -371,7 +364,7 @@ static void layer_msg_handle_connreq(struct layer_ep *ep, struct fi_eq_cm_entry 
 	}
 	memcpy(conn->peer_addr, hello->addr, ep->addrlen);
 	conn->key = key_handle;
-	conn->tx_eager = layer_msg_tx_eager(hello->rx_eager_kib);
+	conn->tx_eager = layer_conn_peer_eager((uint64_t) hello->rx_eager_kib << 10);
 	ret = layer_msg_setup_core(ep, conn, entry->info);
 	if (!ret)
 		ret = fi_accept(conn->core_ep, &accept, sizeof(accept));
@@ -435,7 +428,7 @@ static void layer_msg_handle_connected(struct layer_conn *conn,
 	if (len >= sizeof(*entry) + sizeof(accept)) {
 		memcpy(&accept, entry->data, sizeof(accept));
 		if (accept.magic == LAYER_HELLO_MAGIC && accept.version == LAYER_PROTO_VERSION)
-			conn->tx_eager = layer_msg_tx_eager(accept.rx_eager_kib);
+			conn->tx_eager = layer_conn_peer_eager((uint64_t) accept.rx_eager_kib << 10);
 	}
 	layer_conn_connected(conn);
 }

@@ -39,8 +39,6 @@
 #define LAYER_RDM_NO_KEY_YET ((fi_addr_t) 0)
 /* Bounce buffers kept posted on the core endpoint: rx_buf_cnt for each of a few peers. */
 #define LAYER_RDM_BUF_FACTOR 4
-/* The most a peer's HELLO_ACK makes us send eager: FI_OFI_LAYER_EAGER_SIZE's maximum. */
-#define LAYER_RDM_EAGER_MAX (1u << 20)
 /* Core fi_addr values past this are not table indices: the core ignored FI_AV_TABLE. */
 #define LAYER_RDM_MAX_PEERS (1u << 24)
 
@@ -198,9 +196,6 @@ static struct layer_conn *layer_rdm_conn_alloc(struct layer_ep *ep, struct layer
 	conn->core_ep = ep->rdm.core_ep;
 	conn->core_addr = peer->core_addr;
 	conn->rdm_peer = peer;
-	/* until its HELLO_ACK says what the peer's buffers take, nothing above inline size
-	 * goes eager */
-	conn->tx_eager = 0;
 	memcpy(conn->peer_addr, peer->addr, ep->addrlen);
 	return conn;
 }
@@ -534,10 +529,7 @@ static void layer_rdm_handle_answer(struct layer_rdm_peer *peer, const struct la
 		return;
 	if (is_ack) {
 		peer->out[hdr->msg_id].is_acked = true;
-		/* a peer from before says nothing: it takes what we do, as then */
-		peer->out[hdr->msg_id].tx_eager = hdr->data ?
-			UTIL_MIN(hdr->data, (uint64_t) LAYER_RDM_EAGER_MAX) :
-			layer_settings.eager_size;
+		peer->out[hdr->msg_id].tx_eager = layer_conn_peer_eager(hdr->data);
 	} else {
 		/* reported by the sends' error completions */
 		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "peer refused this endpoint's "

@@ -354,6 +354,12 @@ int layer_ep_core_cq_wait(struct layer_ep *ep);
 /* conn.c (ep->lock held) */
 /* A connection on ep's conns list (connecting), with its lists empty; NULL without memory. */
 struct layer_conn *layer_conn_alloc(struct layer_ep *ep, bool is_outgoing);
+/*
+ * What a connection may send eager once its peer's handshake said its buffers take bytes
+ * (capped at LAYER_EAGER_MAX); 0, from a peer that does not say, stands for our own
+ * eager_size, as before the handshakes said it.
+ */
+size_t layer_conn_peer_eager(uint64_t bytes);
 /* The connection to send to av index/addr on, connecting on first use. */
 int layer_conn_get(struct layer_ep *ep, size_t index, const void *addr,
 		   struct layer_conn **conn);

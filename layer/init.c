@@ -65,7 +65,7 @@ static const struct layer_param {
 	  "Over libfabric 1.17's tcp, have the core read each message's payload straight "
 	  "into the matching receive's buffer, the only copy on the receive side; 0 keeps "
 	  "bounce buffers (default: 1)" },
-	{ "direct_eager_size", &layer_settings.direct_eager_size, 1024, 16 << 20,
+	{ "direct_eager_size", &layer_settings.direct_eager_size, 1024, LAYER_EAGER_MAX,
 	  "With direct receive, the largest message payload (bytes, rounded down to KiB) "
 	  "this endpoint's peers send inline with its header; larger ones use rendezvous "
 	  "(default: 262144)" },

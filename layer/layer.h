@@ -73,6 +73,8 @@ extern struct layer_settings layer_settings;
 #define LAYER_INJECT_SIZE 256
 #define LAYER_MAX_MSG_SIZE (1ULL << 32)
 #define LAYER_IOV_LIMIT 4
+/* The most a peer's handshake makes us send eager: FI_OFI_LAYER_DIRECT_EAGER_SIZE's maximum. */
+#define LAYER_EAGER_MAX (16u << 20)
 /*
  * FI_ADDR_STR cores (shm): an address is the core's NUL-terminated name, zero-padded to this
  * fixed size so that addresses compare bytewise; a longer name is refused.
