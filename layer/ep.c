@@ -596,20 +596,27 @@ static struct fi_ops_cm layer_ep_cm_ops = {
  * fi_enable (layer_ep_bind refuses it after), so the core CQ is replaced before any core
  * endpoint is bound to it.
  */
-int layer_ep_core_cq_wait(struct layer_ep *ep)
+static int layer_ep_open_core_cq(struct layer_ep *ep, enum fi_wait_obj wait_obj,
+				 struct fid_cq **cq)
 {
 	struct fi_cq_attr cq_attr = {
 		.size = LAYER_CORE_CQ_SIZE,
 		.format = FI_CQ_FORMAT_MSG,
-		.wait_obj = FI_WAIT_FD,
+		.wait_obj = wait_obj,
 	};
+
+	return fi_cq_open(ep->domain->core_domain, &cq_attr, cq, ep);
+}
+
+int layer_ep_core_cq_wait(struct layer_ep *ep)
+{
 	struct fid_cq *cq;
 	int ret = 0;
 
 	util_lock_acquire(&ep->lock);
 	if (ep->core_cq_fd >= 0 || ep->is_enabled)
 		goto out;
-	ret = fi_cq_open(ep->domain->core_domain, &cq_attr, &cq, ep);
+	ret = layer_ep_open_core_cq(ep, FI_WAIT_FD, &cq);
 	if (ret) {
 		/* A core without wait objects (shm): blocking reads poll it. */
 		ret = ret == -FI_ENOSYS ? 0 : ret;
@@ -630,11 +637,6 @@ out:
 
 static int layer_ep_open_core(struct layer_ep *ep, const struct fi_info *info)
 {
-	struct fi_cq_attr cq_attr = {
-		.size = LAYER_CORE_CQ_SIZE,
-		.format = FI_CQ_FORMAT_MSG,
-		.wait_obj = FI_WAIT_NONE,
-	};
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
 	struct layer_domain *domain = ep->domain;
 	int ret;
@@ -660,7 +662,7 @@ static int layer_ep_open_core(struct layer_ep *ep, const struct fi_info *info)
 	ep->core_has_prov_key = ep->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY;
 
 	/* Without a wait fd until an object that blocks is bound (layer_ep_core_cq_wait). */
-	ret = fi_cq_open(domain->core_domain, &cq_attr, &ep->core_cq, ep);
+	ret = layer_ep_open_core_cq(ep, FI_WAIT_NONE, &ep->core_cq);
 	if (ret)
 		return ret;
 	ep->core_cq_fd = -1;
