@@ -470,18 +470,34 @@ void layer_rx_free(struct layer_ep *ep, struct layer_rx *rx)
 	util_bufpool_put(&ep->rx_pool, rx);
 }
 
+/* A payload allocation (direct receive) goes once its message is done with. */
+static inline void layer_buf_drop_ext(struct layer_rx_buf *buf)
+{
+	if (unlikely(buf->ext)) {
+		free(buf->ext);
+		buf->ext = NULL;
+	}
+}
+
+/* A buffer's message no longer arriving: it leaves the unmatched count (layer_proto_place). */
+static inline void layer_buf_settle(struct layer_ep *ep, struct layer_rx_buf *buf)
+{
+	if (unlikely(buf->is_unmatched)) {
+		buf->is_unmatched = false;
+		ep->unmatched_cnt--;
+	}
+}
+
 void layer_buf_put(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
-	free(buf->ext);
-	buf->ext = NULL;
+	layer_buf_drop_ext(buf);
 	util_bufpool_put(&ep->buf_pool, buf);
 }
 
 /* Returns a bounce buffer to the core, or to the pool when its connection is gone. */
 void layer_proto_repost_buf(struct layer_ep *ep, struct layer_rx_buf *buf)
 {
-	free(buf->ext);
-	buf->ext = NULL;
+	layer_buf_drop_ext(buf);
 	if (!layer_core_post_buf(ep, buf->conn, buf))
 		return;
 	util_bufpool_put(&ep->buf_pool, buf);
@@ -762,10 +778,7 @@ void layer_proto_buf_lost(struct layer_ep *ep, struct layer_rx_buf *buf, int err
 	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
 	struct layer_rx *rx = buf->rx;
 
-	if (buf->is_unmatched) {
-		buf->is_unmatched = false;
-		ep->unmatched_cnt--;
-	}
+	layer_buf_settle(ep, buf);
 	if (rx) {
 		/* Matched while arriving, its message lost with the connection: the receive
 		 * fails, as the receives of a removed peer's messages do. */
@@ -883,10 +896,7 @@ void layer_proto_handle_comp(struct layer_ep *ep, const struct fi_cq_msg_entry *
 		util_dlist_remove(&buf->link);
 		buf->conn->posted_cnt--;
 		buf->len = comp->len;
-		if (buf->is_unmatched) {
-			buf->is_unmatched = false;
-			ep->unmatched_cnt--;
-		}
+		layer_buf_settle(ep, buf);
 		if (buf->rx)
 			layer_proto_handle_matched(ep, buf);
 		else
