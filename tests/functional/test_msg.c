@@ -970,15 +970,42 @@ static int established_on_port(unsigned port)
 }
 
 /*
+ * One leg of the reply path: from sends len bytes (pattern seed) to its peer dest, to has a
+ * receive posted for source recv_src; the message arrives intact and, unless want_src is
+ * FI_ADDR_NOTAVAIL, its completion names want_src.
+ */
+static bool reply_leg(struct lt_ep *from, struct lt_ep *to, fi_addr_t dest, fi_addr_t recv_src,
+		      fi_addr_t want_src, size_t len, uint64_t seed, const char *leg)
+{
+	static char sbuf[256 * KIB], rbuf[256 * KIB];
+	struct fi_context2 sctx, rctx;
+	struct lt_comp comp;
+	bool ok = true;
+
+	lt_fill(sbuf, len, seed);
+	memset(rbuf, 0, len);
+	ok &= LT_CHECK_RET(lt_recv(to, rbuf, len, recv_src, &rctx), 0, "reply path: %s: "
+			   "receive posted", leg);
+	ok &= LT_CHECK_RET(lt_send(from, sbuf, len, dest, &sctx), 0, "reply path: %s: %zu bytes "
+			   "sent", leg, len);
+	ok &= wait_tx(from, &sctx, "reply path: the send completes") &&
+	      next_comp(&to->rx, &comp, "reply path: the message is received") &&
+	      (want_src == FI_ADDR_NOTAVAIL ||
+	       LT_CHECK(comp.src == want_src, "reply path: %s: its source is the sender", leg)) &&
+	      LT_CHECK(lt_verify(rbuf, len, seed) == len, "reply path: %s of %zu bytes intact",
+		       leg, len);
+	return ok;
+}
+
+/*
  * Two fresh endpoints that know each other: x sends first, y answers. y has x in its AV when
  * x connects, so y's answers, eager and rendezvous, and a burst of unexpected ones go back on
  * x's connection (fi_layer(7), PROTOCOL): x's listener never accepts anything.
  */
 static void test_reply_shares_connection(void)
 {
-	static char sbuf[256 * KIB], rbuf[256 * KIB];
 	const size_t sizes[] = {8, 256 * KIB};
-	struct fi_context2 sctx, rctx, ctx[100];
+	struct fi_context2 rctx, ctx[100];
 	size_t vals[100];
 	struct sockaddr_in *sin;
 	struct lt_comp comp;
@@ -996,28 +1023,9 @@ static void test_reply_shares_connection(void)
 			  "reply path: two endpoints"))
 		return;
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		lt_fill(sbuf, sizes[i], 40 + i);
-		memset(rbuf, 0, sizes[i]);
-		ok &= LT_CHECK_RET(lt_recv(&y, rbuf, sizes[i], FI_ADDR_UNSPEC, &rctx), 0,
-				   "reply path: y posts");
-		ok &= LT_CHECK_RET(lt_send(&x, sbuf, sizes[i], x_to_y, &sctx), 0,
-				   "reply path: x sends %zu bytes", sizes[i]);
-		ok &= wait_tx(&x, &sctx, "reply path: x's send") &&
-		      next_comp(&y.rx, &comp, "reply path: y receives") &&
-		      LT_CHECK(lt_verify(rbuf, sizes[i], 40 + i) == sizes[i],
-			       "reply path: request of %zu bytes intact", sizes[i]);
-
-		lt_fill(sbuf, sizes[i], 50 + i);
-		memset(rbuf, 0, sizes[i]);
-		ok &= LT_CHECK_RET(lt_recv(&x, rbuf, sizes[i], y_to_x, &rctx), 0,
-				   "reply path: x posts");
-		ok &= LT_CHECK_RET(lt_send(&y, sbuf, sizes[i], y_to_x, &sctx), 0,
-				   "reply path: y answers %zu bytes", sizes[i]);
-		ok &= wait_tx(&y, &sctx, "reply path: y's answer") &&
-		      next_comp(&x.rx, &comp, "reply path: x receives") &&
-		      LT_CHECK(comp.src == x_to_y, "reply path: answer's source is y") &&
-		      LT_CHECK(lt_verify(rbuf, sizes[i], 50 + i) == sizes[i],
-			       "reply path: answer of %zu bytes intact", sizes[i]);
+		ok &= reply_leg(&x, &y, x_to_y, FI_ADDR_UNSPEC, FI_ADDR_NOTAVAIL, sizes[i], 40 + i,
+				"request");
+		ok &= reply_leg(&y, &x, y_to_x, y_to_x, x_to_y, sizes[i], 50 + i, "answer");
 	}
 	/* more than the few buffers a connection starts with before it carries user data */
 	n = sizeof(ctx) / sizeof(ctx[0]);

@@ -279,7 +279,18 @@ static struct peer *take_recv(size_t *index)
 	return p;
 }
 
-/* Waits until every message of both peers was received and every send completed. */
+static void check_drained(const char *what)
+{
+	struct fi_layer_unexp_stats stats;
+
+	LT_CHECK(unexp_stats(&stats) && !stats.bytes && !stats.msg_cnt,
+		 "%s: nothing left held as unexpected", what);
+}
+
+/*
+ * Waits until every message of both peers was received and every send completed; then
+ * nothing may be left held as unexpected.
+ */
 static void finish_all(const char *what)
 {
 	size_t i, want = pa.cnt + pb.cnt, got = 0;
@@ -302,6 +313,7 @@ static void finish_all(const char *what)
 	}
 	LT_CHECK(ok && pa.done == pa.cnt && pb.done == pb.cnt, "%s: every send completed",
 		 what);
+	check_drained(what);
 }
 
 /* What fi_layer(7) promises while R waits for nothing: the limit plus its posted buffers. */
@@ -343,14 +355,6 @@ static void check_flood(const char *what)
 		 "(%zu <= %zu)", what, stats.max_bytes, unexp_bound(&stats, 1));
 }
 
-static void check_drained(const char *what)
-{
-	struct fi_layer_unexp_stats stats;
-
-	LT_CHECK(unexp_stats(&stats) && !stats.bytes && !stats.msg_cnt,
-		 "%s: nothing left held as unexpected", what);
-}
-
 static int open_all(size_t a_cnt, size_t b_cnt)
 {
 	int ret;
@@ -382,7 +386,6 @@ static void run_flood(void)
 		goto out;
 	send_rest(&pa);
 	finish_all(what);
-	check_drained(what);
 out:
 	close_all();
 }
@@ -418,7 +421,6 @@ static void run_deadlock(void)
 		goto out;
 	send_rest(&pa);
 	finish_all(what);
-	check_drained(what);
 out:
 	close_all();
 }
@@ -484,7 +486,6 @@ static void run_probe(void)
 		goto out;
 	send_rest(&pa);
 	finish_all(what);
-	check_drained(what);
 out:
 	close_all();
 }
@@ -533,7 +534,6 @@ static void run_window(void)
 	if (!post_recvs(&pa, 0, pa.cnt - 1, true, what))
 		goto out;
 	finish_all(what);
-	check_drained(what);
 out:
 	small_only = false;
 	close_all();
