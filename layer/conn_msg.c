@@ -107,6 +107,20 @@ static uint16_t layer_msg_rx_eager_kib(const struct layer_ep *ep)
  */
 #define LAYER_CTRL_BUF_CNT 8
 
+/*
+ * Connection events are rare next to completions, and a core EQ read costs about as much as
+ * a whole progress call that finds nothing (tcp: 0.7 us against 0.6 us, measured). The EQ
+ * is read once ep->eq_period progress calls have passed since the last read, or once the
+ * coarse clock has moved on (a kernel tick, 1 to 4 ms), whichever comes first. The period
+ * is LAYER_EQ_PERIOD_MIN after an event and once this endpoint asks for a connection, and
+ * doubles after each read that finds nothing, up to LAYER_EQ_PERIOD_MAX: an endpoint that
+ * spins reads its EQ every few microseconds while connections are being made and a few
+ * hundred times less often once they are, and one that makes progress seldom reads it on
+ * each call. Blocking waits see the EQ's fd.
+ */
+#define LAYER_EQ_PERIOD_MIN 16
+#define LAYER_EQ_PERIOD_MAX 256
+
 /* Buffers a connection keeps posted: rx_buf_cnt, or a few while it carries control only. */
 static inline size_t layer_msg_buf_target(const struct layer_conn *conn)
 {
@@ -242,6 +256,7 @@ static int layer_msg_enable(struct layer_ep *ep)
 	uint8_t raw[LAYER_ADDR_MAX];
 	int ret;
 
+	ep->eq_period = LAYER_EQ_PERIOD_MIN;
 	ret = fi_passive_ep(ep->domain->fabric->core_fabric, ep->core_info, &ep->core_pep, ep);
 	if (ret)
 		return ret;
@@ -294,6 +309,8 @@ static int layer_msg_connect(struct layer_ep *ep, size_t index, const void *addr
 	/* without a key, the request is what it was before keys existed */
 	ret = fi_connect(conn->core_ep, addr, &hello,
 			 key->len ? sizeof(hello) : LAYER_HELLO_BASE_SIZE);
+	/* its answer is an event: the EQ is watched closely again */
+	ep->eq_period = LAYER_EQ_PERIOD_MIN;
 	if (ret) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "connect failed: %s\n", fi_strerror(-ret));
 		layer_msg_close_core_ep(conn);
@@ -433,23 +450,25 @@ static void layer_msg_handle_connected(struct layer_conn *conn,
 	layer_conn_connected(conn);
 }
 
-static void layer_msg_progress_events(struct layer_ep *ep)
+/* Reads the core's connection events; whether there was any. */
+static bool layer_msg_progress_events(struct layer_ep *ep)
 {
 	struct {
 		struct fi_eq_cm_entry entry;
 		uint8_t data[256];
 	} ev;
+	bool has_event = false;
 	uint32_t event;
 	ssize_t ret;
 
-	for (;;) {
+	for (;; has_event = true) {
 		ret = fi_eq_read(ep->core_eq, &event, &ev, sizeof(ev), 0);
 		if (ret == -FI_EAVAIL) {
 			layer_msg_handle_eq_error(ep);
 			continue;
 		}
 		if (ret < 0)
-			return;
+			return has_event;
 		switch (event) {
 		case FI_CONNREQ:
 			layer_msg_handle_connreq(ep, &ev.entry, (size_t) ret);
@@ -491,17 +510,18 @@ static void layer_msg_progress_cq(struct layer_ep *ep)
 	}
 }
 
-/*
- * Connection events are rare next to completions, and reading the core's EQ takes its lock:
- * it is read on one progress call in LAYER_EQ_POLL_PERIOD (a power of two). A connection
- * request or a shutdown thus waits a few polls at most; blocking waits see the EQ's fd.
- */
-#define LAYER_EQ_POLL_PERIOD 16
-
 static void layer_msg_progress(struct layer_ep *ep)
 {
-	if (!(ep->progress_tick++ & (LAYER_EQ_POLL_PERIOD - 1)))
-		layer_msg_progress_events(ep);
+	uint64_t now = util_coarse_ns();
+
+	if (++ep->eq_calls >= ep->eq_period || now != ep->eq_read_ns) {
+		ep->eq_calls = 0;
+		ep->eq_read_ns = now;
+		if (layer_msg_progress_events(ep))
+			ep->eq_period = LAYER_EQ_PERIOD_MIN;
+		else if (ep->eq_period < LAYER_EQ_PERIOD_MAX)
+			ep->eq_period <<= 1;
+	}
 	layer_msg_progress_cq(ep);
 }
 

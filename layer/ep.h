@@ -335,7 +335,10 @@ struct layer_ep {
 	uint64_t next_msg_id;
 	size_t core_iov_limit;         /* iov entries one core send takes */
 	size_t core_inject_size;       /* bytes one core inject takes (header included) */
-	unsigned progress_tick;        /* progress calls, to pace the core EQ reads */
+	/* MSG: pacing of the core EQ reads (conn_msg.c) */
+	unsigned eq_calls;             /* progress calls since the last read */
+	unsigned eq_period;            /* calls between reads at most */
+	uint64_t eq_read_ns;           /* coarse clock at the last read */
 	bool has_pending;              /* some connection has queued sends or blocked reads */
 	size_t unmatched_cnt;          /* direct receive: messages arriving that matched no
 					* receive; until they complete, none matches early */

@@ -15,6 +15,14 @@ uint64_t util_now_ms(void)
 	return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
+uint64_t util_coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000 + (uint64_t) ts.tv_nsec;
+}
+
 const char *util_strerror(int prov_errno, char *buf, size_t len)
 {
 	const char *str;
