@@ -44,6 +44,7 @@ struct cell {
 	enum cell_state state;
 	int nsamples;
 	double samples[MAX_REPEATS];
+	int repeat[MAX_REPEATS];       /* the repeat each sample comes from */
 };
 
 struct options opt;
@@ -181,6 +182,7 @@ static void run_once(int prov, int repeat)
 			} else if (rec.type == REC_NA) {
 				c->state = CELL_NA;
 			} else if (rec.type == REC_RESULT && c->nsamples < MAX_REPEATS) {
+				c->repeat[c->nsamples] = repeat;
 				c->samples[c->nsamples++] = rec.value;
 				prov_ran[prov] = true;
 				current = -1;
@@ -244,6 +246,18 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static bool cell_has_value(int prov, int test)
+{
+	return !prov_unavail[prov] && cells[prov][test].state == CELL_PENDING &&
+	       cells[prov][test].nsamples > 0;
+}
+
 /*
  * The median, or with --best the best sample (latency: the lowest; the rest: the highest);
  * false when the cell has no number to show.
@@ -254,14 +268,45 @@ static bool cell_value(int prov, int test, double *value)
 	double v[MAX_REPEATS];
 	int n = c->nsamples;
 
-	if (prov_unavail[prov] || c->state != CELL_PENDING || n == 0)
+	if (!cell_has_value(prov, test))
 		return false;
 	memcpy(v, c->samples, n * sizeof(v[0]));
-	qsort(v, n, sizeof(v[0]), cmp_double);
-	if (opt.best)
+	if (opt.best) {
+		qsort(v, n, sizeof(v[0]), cmp_double);
 		*value = tests[test].kind == KIND_LAT ? v[0] : v[n - 1];
-	else
-		*value = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	} else {
+		*value = median(v, n);
+	}
+	return true;
+}
+
+/*
+ * Test a of provider 0 against test b of provider p: the median of the ratios of the two
+ * samples of each repeat, which ran one after the other, so that a slow phase of the host
+ * over a few repeats cancels out instead of landing on one side of the ratio; with --best,
+ * the ratio of the best samples.
+ */
+static bool ratio_value(int p, int a, int b, double *value)
+{
+	const struct cell *x = &cells[0][a], *y = &cells[p][b];
+	double r[MAX_REPEATS], best_x, best_y;
+	int n = 0;
+
+	if (!cell_has_value(0, a) || !cell_has_value(p, b))
+		return false;
+	if (opt.best) {
+		if (!cell_value(0, a, &best_x) || !cell_value(p, b, &best_y) || best_y <= 0)
+			return false;
+		*value = best_x / best_y;
+		return true;
+	}
+	for (int i = 0; i < x->nsamples; i++)
+		for (int j = 0; j < y->nsamples; j++)
+			if (x->repeat[i] == y->repeat[j] && y->samples[j] > 0)
+				r[n++] = x->samples[i] / y->samples[j];
+	if (!n)
+		return false;
+	*value = median(r, n);
 	return true;
 }
 
@@ -329,21 +374,17 @@ static int msg_twin(int test)
  */
 static bool format_ratio(int p, int test, char *buf, size_t len)
 {
-	double a, b;
+	double r;
 	int twin;
 
-	if (!cell_value(0, test, &a)) {
-		snprintf(buf, len, "n/a");
-		return false;
-	}
-	if (cell_value(p, test, &b) && b > 0) {
-		snprintf(buf, len, "%.2f", a / b);
+	if (ratio_value(p, test, test, &r)) {
+		snprintf(buf, len, "%.2f", r);
 		return false;
 	}
 	twin = msg_twin(test);
 	if (cells[p][test].state == CELL_NA && !prov_unavail[p] && twin >= 0 &&
-	    cell_value(p, twin, &b) && b > 0) {
-		snprintf(buf, len, "%.2f%s", a / b, opt.csv ? "" : "*");
+	    ratio_value(p, test, twin, &r)) {
+		snprintf(buf, len, "%.2f%s", r, opt.csv ? "" : "*");
 		return true;
 	}
 	snprintf(buf, len, "n/a");
@@ -370,7 +411,9 @@ static void print_legend(char names[][NAME_LEN], bool against_msg)
 	for (int p = 1; p < opt.nprovs; p++)
 		printf("# %s/%s = %s / %s\n", names[0], names[p], opt.provs[0], opt.provs[p]);
 	if (opt.nprovs >= 2)
-		printf("# ratios: lat > 1 means slower; bw, match, unexp > 1 means faster\n");
+		printf("# ratios: %s; lat > 1 means slower; bw, match, unexp > 1 means faster\n",
+		       opt.best ? "of the best samples" :
+				  "median of the per-repeat ratios (adjacent runs)");
 	if (against_msg)
 		printf("# *: against that provider's msg_ row of the same size (it has no "
 		       "FI_TAGGED)\n");
