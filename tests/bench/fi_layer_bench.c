@@ -413,7 +413,7 @@ static void print_legend(char names[][NAME_LEN], bool against_msg)
 	if (opt.nprovs >= 2)
 		printf("# ratios: %s; lat > 1 means slower; bw, match, unexp > 1 means faster\n",
 		       opt.best ? "of the best samples" :
-				  "median of the per-repeat ratios (adjacent runs)");
+				  "median of the per-repeat ratios");
 	if (against_msg)
 		printf("# *: against that provider's msg_ row of the same size (it has no "
 		       "FI_TAGGED)\n");
