@@ -12,9 +12,11 @@
 /* Claimed messages are few (one per outstanding FI_PEEK | FI_CLAIM): start small. */
 #define UTIL_TAGM_CLAIM_BUCKETS 16
 
-static uint64_t util_tagm_recv_key(const struct util_dlist *link)
+static uint64_t util_tagm_recv_key_of(const struct util_dlist *link)
 {
-	return container_of(link, struct util_tagm_recv, link)->tag;
+	const struct util_tagm_recv *recv = container_of(link, struct util_tagm_recv, link);
+
+	return util_tagm_recv_key(recv->tag, recv->src);
 }
 
 static uint64_t util_tagm_msg_key(const struct util_dlist *link)
@@ -118,7 +120,7 @@ int util_tagm_init(struct util_tagm *tagm, size_t bucket_cnt)
 	/* At least two buckets keeps the hash shift below 64. */
 	bucket_cnt = util_roundup_pow2(UTIL_MAX(bucket_cnt, (size_t) 2));
 
-	ret = util_tagm_hash_init(&tagm->recv_hash, bucket_cnt, util_tagm_recv_key);
+	ret = util_tagm_hash_init(&tagm->recv_hash, bucket_cnt, util_tagm_recv_key_of);
 	if (ret)
 		return ret;
 	ret = util_tagm_hash_init(&tagm->msg_hash, bucket_cnt, util_tagm_msg_key);
@@ -128,6 +130,7 @@ int util_tagm_init(struct util_tagm *tagm, size_t bucket_cnt)
 	if (ret)
 		goto err_fini_msg_hash;
 
+	tagm->directed_cnt = 0;
 	util_dlist_init(&tagm->recv_wild);
 	tagm->wild_cnt = 0;
 	tagm->recv_seq = 0;
@@ -221,6 +224,7 @@ size_t util_tagm_recv_flush(struct util_tagm *tagm,
 			hash->cnt--;
 			cnt++;
 			recv = util_tagm_recv_of(item);
+			tagm->directed_cnt -= recv->src != UTIL_TAGM_ANY_SRC;
 			if (removed)
 				removed(recv, arg);
 		}
@@ -297,7 +301,7 @@ static int util_tagm_check_recvs(const struct util_tagm *tagm)
 	struct util_tagm_recv *recv;
 	struct util_dlist *item;
 	uint64_t min_seq; /* each entry must be at least this, its predecessor + 1 */
-	size_t i, cnt = 0;
+	size_t i, cnt = 0, directed = 0;
 	int ret;
 
 	ret = util_tagm_check_hash(hash, "posted receives");
@@ -312,8 +316,11 @@ static int util_tagm_check_recvs(const struct util_tagm *tagm)
 			UTIL_TAGM_CHECK(recv->seq < tagm->recv_seq && recv->seq >= min_seq,
 					"receive %" PRIu64 " out of post order\n", recv->seq);
 			min_seq = recv->seq + 1;
+			directed += recv->src != UTIL_TAGM_ANY_SRC;
 		}
 	}
+	UTIL_TAGM_CHECK(directed == tagm->directed_cnt, "%zu directed receives, counts %zu\n",
+			directed, tagm->directed_cnt);
 
 	min_seq = 0;
 	util_dlist_foreach(&tagm->recv_wild, item) {

@@ -4,11 +4,12 @@
  * receive matches them wait as "unexpected" until a receive or an FI_PEEK / FI_CLAIM probe
  * finds them, in the order they arrived.
  *
- * Posted receives: exact ones (ignore == 0, whatever their source) in a hash by tag whose
- * buckets keep post order; wildcard ones (ignore != 0) in one list in post order. Each gets a
- * post sequence number, so a match compares the first candidate of the tag's bucket with the
- * first matching wildcard and takes the one posted earlier. With no wildcard posted, only the
- * bucket is looked at.
+ * Posted receives: exact ones (ignore == 0) in a hash by tag and source whose buckets keep
+ * post order, so the receives for one (tag, source) pair are found in constant time however
+ * many others share the tag; wildcard ones (ignore != 0) in one list in post order. Each gets
+ * a post sequence number. A message looks at its (tag, any source) bucket, and at its (tag,
+ * sender) and (tag, group) buckets while directed receives are posted, then at the wildcard
+ * list up to the earliest of those candidates, and takes the one posted first.
  * Unexpected messages: a hash by tag (buckets in arrival order) for exact receives, and one
  * list in arrival order for wildcard receives. A claimed message leaves both and waits in a
  * hash by owner, where nothing but util_tagm_msg_take_claimed() can reach it.
@@ -86,7 +87,8 @@ struct util_tagm_hash {
 
 struct util_tagm {
 	/* posted receives: what every arriving message looks at */
-	struct util_tagm_hash recv_hash; /* exact receives by tag, each bucket in post order */
+	struct util_tagm_hash recv_hash; /* exact receives by (tag, src), buckets in post order */
+	size_t directed_cnt;             /* receives in recv_hash that name a source */
 	struct util_dlist recv_wild;     /* wildcard receives in post order */
 	size_t wild_cnt;                 /* receives in recv_wild */
 	uint64_t recv_seq;               /* sequence number of the next post */

@@ -21,11 +21,19 @@
 
 /* 2^64 / golden ratio, odd: Fibonacci hashing. */
 #define UTIL_TAGM_HASH_MUL 0x9e3779b97f4a7c15ULL
+/* An odd constant unrelated to the one above, to fold a receive's source into its key. */
+#define UTIL_TAGM_SRC_MUL 0xc2b2ae3d27d4eb4fULL
 
 UTIL_TAGM_INLINE struct util_dlist *util_tagm_bucket(const struct util_tagm_hash *hash,
 						     uint64_t key)
 {
 	return &hash->buckets[(key * UTIL_TAGM_HASH_MUL) >> hash->shift];
+}
+
+/* The key of an exact receive: its tag and the one source it takes (or any). */
+UTIL_TAGM_INLINE uint64_t util_tagm_recv_key(uint64_t tag, uint64_t src)
+{
+	return tag + src * UTIL_TAGM_SRC_MUL;
 }
 
 /* Appends to the key's bucket, so each bucket stays in insertion order. */
@@ -83,7 +91,8 @@ UTIL_TAGM_INLINE void util_tagm_recv_post(struct util_tagm *tagm, struct util_ta
 	recv->src = src;
 	recv->seq = tagm->recv_seq++;
 	if (likely(!ignore)) {
-		util_tagm_hash_insert(&tagm->recv_hash, &recv->link, tag);
+		util_tagm_hash_insert(&tagm->recv_hash, &recv->link, util_tagm_recv_key(tag, src));
+		tagm->directed_cnt += src != UTIL_TAGM_ANY_SRC;
 	} else {
 		util_dlist_insert_tail(&recv->link, &tagm->recv_wild);
 		tagm->wild_cnt++;
@@ -95,10 +104,40 @@ UTIL_TAGM_INLINE void util_tagm_recv_remove(struct util_tagm *tagm, struct util_
 {
 	if (likely(!recv->ignore)) {
 		util_tagm_hash_remove(&tagm->recv_hash, &recv->link);
+		tagm->directed_cnt -= recv->src != UTIL_TAGM_ANY_SRC;
 	} else {
 		util_dlist_remove(&recv->link);
 		tagm->wild_cnt--;
 	}
+}
+
+/*
+ * The earliest-posted exact receive for (tag, src), src a source, a group or any; NULL when
+ * none. Its bucket is in post order and every receive for the pair matches alike, so the
+ * first one for the pair is the answer: the rest of the walk is hash collisions only.
+ */
+UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_first(const struct util_tagm *tagm,
+							     uint64_t tag, uint64_t src)
+{
+	struct util_dlist *head, *item;
+	struct util_tagm_recv *recv;
+
+	head = util_tagm_bucket(&tagm->recv_hash, util_tagm_recv_key(tag, src));
+	util_dlist_foreach(head, item) {
+		recv = util_tagm_recv_of(item);
+		if (recv->tag == tag && recv->src == src)
+			return recv;
+	}
+	return NULL;
+}
+
+/* Of two candidates (either may be NULL), the one posted first. */
+UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_earlier(struct util_tagm_recv *a,
+							       struct util_tagm_recv *b)
+{
+	if (!a || (b && b->seq < a->seq))
+		return b;
+	return a;
 }
 
 /*
@@ -111,17 +150,19 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *t
 							     uint64_t group)
 {
 	struct util_tagm_recv *exact = NULL, *recv;
-	struct util_dlist *head, *item;
+	struct util_dlist *item;
 
 	if (likely(tagm->recv_hash.cnt)) {
-		/* The bucket is in post order: its first match is the earliest exact one. */
-		head = util_tagm_bucket(&tagm->recv_hash, tag);
-		util_dlist_foreach(head, item) {
-			recv = util_tagm_recv_of(item);
-			if (recv->tag == tag && util_tagm_src_is_match(recv->src, src, group)) {
-				exact = recv;
-				break;
-			}
+		/* Each kind of exact receive is looked for only while some is posted. */
+		if (tagm->recv_hash.cnt > tagm->directed_cnt)
+			exact = util_tagm_recv_first(tagm, tag, UTIL_TAGM_ANY_SRC);
+		if (unlikely(tagm->directed_cnt)) {
+			if (src != UTIL_TAGM_ANY_SRC)
+				exact = util_tagm_recv_earlier(exact,
+							       util_tagm_recv_first(tagm, tag, src));
+			if (group != UTIL_TAGM_NO_GROUP && group != src)
+				exact = util_tagm_recv_earlier(exact,
+							       util_tagm_recv_first(tagm, tag, group));
 		}
 	}
 
@@ -141,7 +182,7 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *t
 	}
 
 	if (exact)
-		util_tagm_hash_remove(&tagm->recv_hash, &exact->link);
+		util_tagm_recv_remove(tagm, exact);
 	return exact;
 }
 

@@ -443,6 +443,52 @@ static void test_groups(void **state)
 	assert_int_equal(util_tagm_check(&f->tagm), 0);
 }
 
+/*
+ * One tag shared by many senders, each with a directed receive (the way to use
+ * FI_DIRECTED_RECV when the tag does not carry the sender): the receives spread over the hash
+ * by (tag, source), so a message finds its sender's receive in a short chain, and it takes
+ * that receive or an any-source one, whichever was posted first.
+ */
+static void test_directed_same_tag(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t tag = 9;
+	const int n = 400;
+	size_t longest = 0, len, i;
+	struct util_dlist *item;
+	int k;
+
+	for (k = 0; k < n; k++)
+		post(f, k, tag, 0, (uint64_t) k);
+	post(f, n, tag, 0, ANY);
+	for (i = 0; i < f->tagm.recv_hash.bucket_cnt; i++) {
+		len = 0;
+		util_dlist_foreach(&f->tagm.recv_hash.buckets[i], item)
+			len++;
+		longest = UTIL_MAX(longest, len);
+	}
+	assert_in_range(longest, 1, 8);
+	assert_int_equal(util_tagm_check(&f->tagm), 0);
+
+	for (k = n - 1; k >= 0; k--)
+		assert_int_equal(arrive(f, tag, (uint64_t) k), k);
+	assert_int_equal(arrive(f, tag, 7), n);
+	assert_int_equal(arrive(f, tag, 7), -1);
+	assert_counts(f, 0, 0, 0, 0);
+
+	/* post order decides between a sender's receives and any-source ones */
+	post(f, 0, tag, 0, ANY);
+	post(f, 1, tag, 0, 5);
+	post(f, 2, tag, 0, 5);
+	post(f, 3, tag, 0, ANY);
+	assert_int_equal(arrive(f, tag, 5), 0);
+	assert_int_equal(arrive(f, tag, 5), 1);
+	assert_int_equal(arrive(f, tag, 6), 3);
+	assert_int_equal(arrive(f, tag, 5), 2);
+	assert_counts(f, 0, 0, 0, 0);
+	assert_int_equal(util_tagm_check(&f->tagm), 0);
+}
+
 static void test_unexpected_arrival_order(void **state)
 {
 	struct fixture *f = *state;
@@ -1069,6 +1115,7 @@ int main(void)
 		TAGM_TEST(test_order_interleaved),
 		TAGM_TEST(test_sources_directed_and_any),
 		TAGM_TEST(test_groups),
+		TAGM_TEST(test_directed_same_tag),
 		TAGM_TEST(test_unexpected_arrival_order),
 		TAGM_TEST(test_peek_does_not_remove),
 		TAGM_TEST(test_claim_hides_message),
