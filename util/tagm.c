@@ -16,12 +16,19 @@ static uint64_t util_tagm_recv_key_of(const struct util_dlist *link)
 {
 	const struct util_tagm_recv *recv = container_of(link, struct util_tagm_recv, link);
 
-	return util_tagm_recv_key(recv->tag, recv->src);
+	return util_tagm_pair_key(recv->tag, recv->src);
 }
 
 static uint64_t util_tagm_msg_key(const struct util_dlist *link)
 {
 	return container_of(link, struct util_tagm_msg, hash_link)->tag;
+}
+
+static uint64_t util_tagm_msg_pair_key_of(const struct util_dlist *link)
+{
+	const struct util_tagm_msg *msg = container_of(link, struct util_tagm_msg, src_link);
+
+	return util_tagm_pair_key(msg->tag, msg->src);
 }
 
 static uint64_t util_tagm_owner_key(const struct util_dlist *link)
@@ -126,18 +133,24 @@ int util_tagm_init(struct util_tagm *tagm, size_t bucket_cnt)
 	ret = util_tagm_hash_init(&tagm->msg_hash, bucket_cnt, util_tagm_msg_key);
 	if (ret)
 		goto err_fini_recv_hash;
-	ret = util_tagm_hash_init(&tagm->claim_hash, UTIL_TAGM_CLAIM_BUCKETS, util_tagm_owner_key);
+	ret = util_tagm_hash_init(&tagm->msg_src_hash, bucket_cnt, util_tagm_msg_pair_key_of);
 	if (ret)
 		goto err_fini_msg_hash;
+	ret = util_tagm_hash_init(&tagm->claim_hash, UTIL_TAGM_CLAIM_BUCKETS, util_tagm_owner_key);
+	if (ret)
+		goto err_fini_msg_src_hash;
 
 	tagm->directed_cnt = 0;
 	util_dlist_init(&tagm->recv_wild);
 	tagm->wild_cnt = 0;
 	tagm->recv_seq = 0;
+	tagm->msg_group_cnt = 0;
 	util_dlist_init(&tagm->msg_arrival);
 	tagm->msg_seq = 0;
 	return 0;
 
+err_fini_msg_src_hash:
+	util_tagm_hash_fini(&tagm->msg_src_hash);
 err_fini_msg_hash:
 	util_tagm_hash_fini(&tagm->msg_hash);
 err_fini_recv_hash:
@@ -148,6 +161,7 @@ err_fini_recv_hash:
 void util_tagm_fini(struct util_tagm *tagm)
 {
 	util_tagm_hash_fini(&tagm->claim_hash);
+	util_tagm_hash_fini(&tagm->msg_src_hash);
 	util_tagm_hash_fini(&tagm->msg_hash);
 	util_tagm_hash_fini(&tagm->recv_hash);
 }
@@ -240,9 +254,9 @@ size_t util_tagm_msg_flush(struct util_tagm *tagm,
 	struct util_dlist *item;
 	size_t i, cnt = 0;
 
-	while ((item = util_dlist_pop_front(&tagm->msg_arrival))) {
-		msg = util_tagm_msg_of_arrival(item);
-		util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
+	while (!util_dlist_empty(&tagm->msg_arrival)) {
+		msg = util_tagm_msg_of_arrival(tagm->msg_arrival.next);
+		util_tagm_msg_unlink(tagm, msg);
 		cnt++;
 		if (removed)
 			removed(msg, arg);
@@ -345,7 +359,7 @@ static int util_tagm_check_msgs(const struct util_tagm *tagm)
 	struct util_tagm_msg *msg;
 	struct util_dlist *item;
 	uint64_t min_seq; /* each entry must be at least this, its predecessor + 1 */
-	size_t i, cnt = 0;
+	size_t i, cnt = 0, grouped;
 	int ret;
 
 	ret = util_tagm_check_hash(hash, "unexpected messages");
@@ -377,6 +391,28 @@ static int util_tagm_check_msgs(const struct util_tagm *tagm)
 	}
 	UTIL_TAGM_CHECK(cnt == hash->cnt, "arrival list holds %zu, tag hash %zu\n", cnt,
 			hash->cnt);
+
+	hash = &tagm->msg_src_hash;
+	ret = util_tagm_check_hash(hash, "unexpected messages by source");
+	if (ret)
+		return ret;
+	for (i = 0, grouped = 0; i < hash->bucket_cnt; i++) {
+		min_seq = 0;
+		util_dlist_foreach(&hash->buckets[i], item) {
+			msg = container_of(item, struct util_tagm_msg, src_link);
+			UTIL_TAGM_CHECK(!msg->owner, "claimed message %" PRIu64 " in the source hash\n",
+					msg->seq);
+			UTIL_TAGM_CHECK(msg->seq >= min_seq,
+					"message %" PRIu64 " out of arrival order by source\n",
+					msg->seq);
+			min_seq = msg->seq + 1;
+			grouped += msg->group != UTIL_TAGM_NO_GROUP;
+		}
+	}
+	UTIL_TAGM_CHECK(hash->cnt == cnt, "source hash holds %zu, arrival list %zu\n", hash->cnt,
+			cnt);
+	UTIL_TAGM_CHECK(grouped == tagm->msg_group_cnt, "%zu messages in a group, counts %zu\n",
+			grouped, tagm->msg_group_cnt);
 
 	hash = &tagm->claim_hash;
 	ret = util_tagm_check_hash(hash, "claimed messages");

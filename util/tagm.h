@@ -10,8 +10,10 @@
  * a post sequence number. A message looks at its (tag, any source) bucket, and at its (tag,
  * sender) and (tag, group) buckets while directed receives are posted, then at the wildcard
  * list up to the earliest of those candidates, and takes the one posted first.
- * Unexpected messages: a hash by tag (buckets in arrival order) for exact receives, and one
- * list in arrival order for wildcard receives. A claimed message leaves both and waits in a
+ * Unexpected messages: a hash by tag for exact any-source receives, a hash by (tag, sender)
+ * for exact directed ones (buckets in arrival order), and one list in arrival order for
+ * wildcard receives. An exact receive naming a group (below) looks through its tag's bucket,
+ * and only while messages in a group wait. A claimed message leaves all three and waits in a
  * hash by owner, where nothing but util_tagm_msg_take_claimed() can reach it.
  *
  * Sources: a receive accepts any sender (UTIL_TAGM_ANY_SRC), or names one value that a
@@ -62,6 +64,7 @@ struct util_tagm_recv {
 /* An unexpected message, embedded in the caller's message. Set by util_tagm_msg_add. */
 struct util_tagm_msg {
 	struct util_dlist hash_link;    /* in its tag's bucket, or in its owner's when claimed */
+	struct util_dlist src_link;     /* in its (tag, src) bucket; detached while claimed */
 	struct util_dlist arrival_link; /* in the arrival list; detached while claimed */
 	uint64_t tag;
 	uint64_t src;                   /* the sender; compared as is with receives' src */
@@ -95,6 +98,8 @@ struct util_tagm {
 
 	/* unexpected messages: what every new receive looks at */
 	struct util_tagm_hash msg_hash;  /* unclaimed messages by tag, buckets in arrival order */
+	struct util_tagm_hash msg_src_hash; /* the same by (tag, src), buckets in arrival order */
+	size_t msg_group_cnt;            /* of them, those in a group */
 	struct util_dlist msg_arrival;   /* the same messages, all in arrival order */
 	uint64_t msg_seq;                /* sequence number of the next arrival */
 

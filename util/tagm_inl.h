@@ -30,8 +30,11 @@ UTIL_TAGM_INLINE struct util_dlist *util_tagm_bucket(const struct util_tagm_hash
 	return &hash->buckets[(key * UTIL_TAGM_HASH_MUL) >> hash->shift];
 }
 
-/* The key of an exact receive: its tag and the one source it takes (or any). */
-UTIL_TAGM_INLINE uint64_t util_tagm_recv_key(uint64_t tag, uint64_t src)
+/*
+ * The key of a (tag, source) pair: of an exact receive, its tag and the one source it takes
+ * (or any); of a message, its tag and sender.
+ */
+UTIL_TAGM_INLINE uint64_t util_tagm_pair_key(uint64_t tag, uint64_t src)
 {
 	return tag + src * UTIL_TAGM_SRC_MUL;
 }
@@ -91,7 +94,7 @@ UTIL_TAGM_INLINE void util_tagm_recv_post(struct util_tagm *tagm, struct util_ta
 	recv->src = src;
 	recv->seq = tagm->recv_seq++;
 	if (likely(!ignore)) {
-		util_tagm_hash_insert(&tagm->recv_hash, &recv->link, util_tagm_recv_key(tag, src));
+		util_tagm_hash_insert(&tagm->recv_hash, &recv->link, util_tagm_pair_key(tag, src));
 		tagm->directed_cnt += src != UTIL_TAGM_ANY_SRC;
 	} else {
 		util_dlist_insert_tail(&recv->link, &tagm->recv_wild);
@@ -122,7 +125,7 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_first(const struct util_t
 	struct util_dlist *head, *item;
 	struct util_tagm_recv *recv;
 
-	head = util_tagm_bucket(&tagm->recv_hash, util_tagm_recv_key(tag, src));
+	head = util_tagm_bucket(&tagm->recv_hash, util_tagm_pair_key(tag, src));
 	util_dlist_foreach(head, item) {
 		recv = util_tagm_recv_of(item);
 		if (recv->tag == tag && recv->src == src)
@@ -160,7 +163,7 @@ UTIL_TAGM_INLINE struct util_tagm_recv *util_tagm_recv_match(struct util_tagm *t
 			if (src != UTIL_TAGM_ANY_SRC)
 				exact = util_tagm_recv_earlier(exact,
 							       util_tagm_recv_first(tagm, tag, src));
-			if (group != UTIL_TAGM_NO_GROUP && group != src)
+			if (group != UTIL_TAGM_NO_GROUP)
 				exact = util_tagm_recv_earlier(exact,
 							       util_tagm_recv_first(tagm, tag, group));
 		}
@@ -199,13 +202,55 @@ UTIL_TAGM_INLINE void util_tagm_msg_add(struct util_tagm *tagm, struct util_tagm
 	msg->seq = tagm->msg_seq++;
 	msg->owner = NULL;
 	util_tagm_hash_insert(&tagm->msg_hash, &msg->hash_link, tag);
+	util_tagm_hash_insert(&tagm->msg_src_hash, &msg->src_link, util_tagm_pair_key(tag, src));
+	tagm->msg_group_cnt += group != UTIL_TAGM_NO_GROUP;
 	util_dlist_insert_tail(&msg->arrival_link, &tagm->msg_arrival);
+}
+
+/* An unclaimed message leaves the hashes and the arrival list. */
+UTIL_TAGM_INLINE void util_tagm_msg_unlink(struct util_tagm *tagm, struct util_tagm_msg *msg)
+{
+	util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
+	util_tagm_hash_remove(&tagm->msg_src_hash, &msg->src_link);
+	tagm->msg_group_cnt -= msg->group != UTIL_TAGM_NO_GROUP;
+	util_dlist_remove(&msg->arrival_link);
+}
+
+/*
+ * The earliest unclaimed message an exact receive (tag, src) takes, src a sender or a group
+ * (not any). A sender's messages are in its (tag, src) bucket. A group value is never a
+ * sender's, so when that bucket has nothing, src may name a group: while messages in a group
+ * wait, the tag's bucket is walked for the first of group src.
+ */
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search_directed(const struct util_tagm *tagm,
+								     uint64_t tag, uint64_t src)
+{
+	const struct util_dlist *head;
+	struct util_tagm_msg *msg;
+	struct util_dlist *item;
+
+	head = util_tagm_bucket(&tagm->msg_src_hash, util_tagm_pair_key(tag, src));
+	util_dlist_foreach(head, item) {
+		msg = container_of(item, struct util_tagm_msg, src_link);
+		if (msg->tag == tag && msg->src == src)
+			return msg;
+	}
+	if (likely(!tagm->msg_group_cnt))
+		return NULL;
+	head = util_tagm_bucket(&tagm->msg_hash, tag);
+	util_dlist_foreach(head, item) {
+		msg = util_tagm_msg_of_hash(item);
+		if (msg->tag == tag && msg->group == src)
+			return msg;
+	}
+	return NULL;
 }
 
 /*
  * The earliest-arrived unclaimed message that a receive (tag, ignore, src) would match, left
- * in place (FI_PEEK); NULL when none. src names a sender or a group. Exact receives look at
- * the tag's bucket only.
+ * in place (FI_PEEK); NULL when none. src names a sender or a group. An exact receive looks
+ * at one bucket (two while messages in a group wait and it names a source); a wildcard one
+ * walks the arrivals.
  */
 UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_tagm *tagm,
 							    uint64_t tag, uint64_t ignore,
@@ -218,10 +263,12 @@ UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_ta
 	if (likely(!ignore)) {
 		if (!tagm->msg_hash.cnt)
 			return NULL;
+		if (src != UTIL_TAGM_ANY_SRC)
+			return util_tagm_msg_search_directed(tagm, tag, src);
 		head = util_tagm_bucket(&tagm->msg_hash, tag);
 		util_dlist_foreach(head, item) {
 			msg = util_tagm_msg_of_hash(item);
-			if (msg->tag == tag && util_tagm_src_is_match(src, msg->src, msg->group))
+			if (msg->tag == tag)
 				return msg;
 		}
 		return NULL;
@@ -244,8 +291,7 @@ UTIL_TAGM_INLINE void util_tagm_msg_remove(struct util_tagm *tagm, struct util_t
 		msg->owner = NULL;
 		return;
 	}
-	util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
-	util_dlist_remove(&msg->arrival_link);
+	util_tagm_msg_unlink(tagm, msg);
 }
 
 /* A receive (tag, ignore, src) is posted: util_tagm_msg_search, then removes what it found. */
@@ -268,8 +314,7 @@ UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_match(struct util_tagm *tag
 UTIL_TAGM_INLINE void util_tagm_msg_claim(struct util_tagm *tagm, struct util_tagm_msg *msg,
 					  void *owner)
 {
-	util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
-	util_dlist_remove(&msg->arrival_link);
+	util_tagm_msg_unlink(tagm, msg);
 	msg->owner = owner;
 	util_tagm_hash_insert(&tagm->claim_hash, &msg->hash_link, (uintptr_t) owner);
 }

@@ -443,31 +443,37 @@ static void test_groups(void **state)
 	assert_int_equal(util_tagm_check(&f->tagm), 0);
 }
 
+static size_t longest_chain(const struct util_tagm_hash *hash)
+{
+	size_t longest = 0, len, i;
+	struct util_dlist *item;
+
+	for (i = 0; i < hash->bucket_cnt; i++) {
+		len = 0;
+		util_dlist_foreach(&hash->buckets[i], item)
+			len++;
+		longest = UTIL_MAX(longest, len);
+	}
+	return longest;
+}
+
 /*
- * One tag shared by many senders, each with a directed receive (the way to use
- * FI_DIRECTED_RECV when the tag does not carry the sender): the receives spread over the hash
- * by (tag, source), so a message finds its sender's receive in a short chain, and it takes
- * that receive or an any-source one, whichever was posted first.
+ * One tag shared by many senders (the way to use FI_DIRECTED_RECV when the tag does not carry
+ * the sender). Posted receives and unexpected messages spread over their hashes by (tag,
+ * source), so a message finds its sender's receive, and a directed receive its sender's
+ * message, in a short chain; the order rules are those of fewer senders.
  */
 static void test_directed_same_tag(void **state)
 {
 	struct fixture *f = *state;
-	const uint64_t tag = 9;
+	const uint64_t tag = 9, g = 0x300;
 	const int n = 400;
-	size_t longest = 0, len, i;
-	struct util_dlist *item;
 	int k;
 
 	for (k = 0; k < n; k++)
 		post(f, k, tag, 0, (uint64_t) k);
 	post(f, n, tag, 0, ANY);
-	for (i = 0; i < f->tagm.recv_hash.bucket_cnt; i++) {
-		len = 0;
-		util_dlist_foreach(&f->tagm.recv_hash.buckets[i], item)
-			len++;
-		longest = UTIL_MAX(longest, len);
-	}
-	assert_in_range(longest, 1, 8);
+	assert_in_range(longest_chain(&f->tagm.recv_hash), 1, 8);
 	assert_int_equal(util_tagm_check(&f->tagm), 0);
 
 	for (k = n - 1; k >= 0; k--)
@@ -486,7 +492,28 @@ static void test_directed_same_tag(void **state)
 	assert_int_equal(arrive(f, tag, 6), 3);
 	assert_int_equal(arrive(f, tag, 5), 2);
 	assert_counts(f, 0, 0, 0, 0);
+
+	/* the unexpected side */
+	for (k = 0; k < n; k++)
+		add(f, k, tag, (uint64_t) k);
+	assert_in_range(longest_chain(&f->tagm.msg_src_hash), 1, 8);
 	assert_int_equal(util_tagm_check(&f->tagm), 0);
+	for (k = n - 1; k > 0; k--)
+		assert_int_equal(take(f, tag, 0, (uint64_t) k), k);
+	assert_int_equal(take(f, tag, 0, ANY), 0);
+	assert_counts(f, 0, 0, 0, 0);
+
+	/* a receive naming a group or a sender takes the earliest of theirs, whatever else */
+	add_in(f, 0, tag, 5, g);
+	add(f, 1, tag, 5);
+	add_in(f, 2, tag, 6, g);
+	add(f, 3, tag, 6);
+	assert_int_equal(take(f, tag, 0, 6), 2);
+	assert_int_equal(take(f, tag, 0, g), 0);
+	assert_int_equal(take(f, tag, 0, g), -1);
+	assert_int_equal(take(f, tag, 0, 5), 1);
+	assert_int_equal(take(f, tag, 0, 6), 3);
+	assert_counts(f, 0, 0, 0, 0);
 }
 
 static void test_unexpected_arrival_order(void **state)
@@ -787,7 +814,7 @@ struct model {
 	int unexp[ENTRY_CNT];      /* message ids in arrival order, claimed ones included */
 	int unexp_cnt;
 	uint64_t recv_tag[ENTRY_CNT], recv_ignore[ENTRY_CNT], recv_src[ENTRY_CNT];
-	uint64_t msg_tag[ENTRY_CNT], msg_src[ENTRY_CNT];
+	uint64_t msg_tag[ENTRY_CNT], msg_src[ENTRY_CNT], msg_group[ENTRY_CNT];
 	int owner[ENTRY_CNT];      /* -1: not claimed */
 	uint64_t claim_seq[ENTRY_CNT];
 	uint64_t next_claim_seq;
@@ -811,9 +838,10 @@ static int model_pick(struct model *m, int n)
 }
 
 static bool model_is_match(uint64_t recv_tag, uint64_t ignore, uint64_t recv_src, uint64_t tag,
-			   uint64_t src)
+			   uint64_t src, uint64_t group)
 {
-	return (recv_tag & ~ignore) == (tag & ~ignore) && (recv_src == ANY || recv_src == src);
+	return (recv_tag & ~ignore) == (tag & ~ignore) &&
+	       (recv_src == ANY || recv_src == src || recv_src == group);
 }
 
 static void model_remove_at(int *list, int *cnt, int pos)
@@ -822,14 +850,15 @@ static void model_remove_at(int *list, int *cnt, int pos)
 	(*cnt)--;
 }
 
-/* Position in posted of the first receive matching (tag, src), or -1. */
-static int model_posted_match(struct model *m, uint64_t tag, uint64_t src)
+/* Position in posted of the first receive matching (tag, src, group), or -1. */
+static int model_posted_match(struct model *m, uint64_t tag, uint64_t src, uint64_t group)
 {
 	int i, id;
 
 	for (i = 0; i < m->posted_cnt; i++) {
 		id = m->posted[i];
-		if (model_is_match(m->recv_tag[id], m->recv_ignore[id], m->recv_src[id], tag, src))
+		if (model_is_match(m->recv_tag[id], m->recv_ignore[id], m->recv_src[id], tag, src,
+				   group))
 			return i;
 	}
 	return -1;
@@ -843,7 +872,8 @@ static int model_unexp_match(struct model *m, uint64_t tag, uint64_t ignore, uin
 	for (i = 0; i < m->unexp_cnt; i++) {
 		id = m->unexp[i];
 		if (m->owner[id] < 0 &&
-		    model_is_match(tag, ignore, src, m->msg_tag[id], m->msg_src[id]))
+		    model_is_match(tag, ignore, src, m->msg_tag[id], m->msg_src[id],
+				   m->msg_group[id]))
 			return i;
 	}
 	return -1;
@@ -880,11 +910,22 @@ static uint64_t model_ignore(struct model *m)
 	return model_rand(m) | 1;
 }
 
-static uint64_t model_src(struct model *m, bool may_be_any)
+/* Senders 0 to 3; a receive may also take any of them, or name group 0x100 or 0x101. */
+static uint64_t model_src(struct model *m, bool is_recv)
 {
-	if (may_be_any && model_pick(m, 3) == 0)
+	int r = model_pick(m, 6);
+
+	if (is_recv && r < 2)
 		return ANY;
+	if (is_recv && r == 2)
+		return 0x100 + (uint64_t) model_pick(m, 2);
 	return (uint64_t) model_pick(m, 4);
+}
+
+/* A message's group: none mostly, else one of two. */
+static uint64_t model_group(struct model *m)
+{
+	return model_pick(m, 3) ? UTIL_TAGM_NO_GROUP : 0x100 + (uint64_t) model_pick(m, 2);
 }
 
 static void model_post(struct fixture *f, struct model *m, int id, uint64_t tag,
@@ -904,11 +945,13 @@ static void model_unpost(struct model *m, int pos)
 	model_remove_at(m->posted, &m->posted_cnt, pos);
 }
 
-static void model_add(struct fixture *f, struct model *m, int id, uint64_t tag, uint64_t src)
+static void model_add(struct fixture *f, struct model *m, int id, uint64_t tag, uint64_t src,
+		      uint64_t group)
 {
-	add(f, id, tag, src);
+	add_in(f, id, tag, src, group);
 	m->msg_tag[id] = tag;
 	m->msg_src[id] = src;
+	m->msg_group[id] = group;
 	m->owner[id] = -1;
 	m->unexp[m->unexp_cnt++] = id;
 }
@@ -937,7 +980,7 @@ static bool msg_is(const struct util_tagm_msg *msg, void *arg)
 static void model_step(struct fixture *f, struct model *m)
 {
 	bool in_use[ENTRY_CNT];
-	uint64_t tag, ignore, src;
+	uint64_t tag, ignore, src, group;
 	int op = model_pick(m, 100), pos, id, owner, i;
 
 	tag = model_tag(m);
@@ -945,8 +988,9 @@ static void model_step(struct fixture *f, struct model *m)
 	if (op < m->arrive_share) {
 		/* A message arrives: matched, else kept as unexpected. */
 		src = model_src(m, false);
-		pos = model_posted_match(m, tag, src);
-		id = arrive(f, tag, src);
+		group = model_group(m);
+		pos = model_posted_match(m, tag, src, group);
+		id = arrive_in(f, tag, src, group);
 		assert_int_equal(id, pos < 0 ? -1 : m->posted[pos]);
 		if (pos >= 0) {
 			model_unpost(m, pos);
@@ -956,7 +1000,7 @@ static void model_step(struct fixture *f, struct model *m)
 			in_use[i] = f->msgs[i].is_in;
 		id = model_free_id(m, in_use);
 		if (id >= 0)
-			model_add(f, m, id, tag, src);
+			model_add(f, m, id, tag, src, group);
 	} else if (op < 44) {
 		/* A receive is posted: takes an unexpected message, else waits. */
 		src = model_src(m, true);
@@ -984,7 +1028,7 @@ static void model_step(struct fixture *f, struct model *m)
 			in_use[i] = f->msgs[i].is_in;
 		id = model_free_id(m, in_use);
 		if (id >= 0)
-			model_add(f, m, id, tag, model_src(m, false));
+			model_add(f, m, id, tag, model_src(m, false), model_group(m));
 	} else if (op < 68) {
 		src = model_src(m, true);
 		pos = model_unexp_match(m, tag, ignore, src);
