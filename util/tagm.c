@@ -116,6 +116,19 @@ void util_tagm_hash_grow(struct util_tagm_hash *hash)
 	hash->grow_at = bucket_cnt;
 }
 
+void util_tagm_msg_index_sources(struct util_tagm *tagm)
+{
+	struct util_tagm_msg *msg;
+	struct util_dlist *item;
+
+	tagm->has_src_hash = true;
+	util_dlist_foreach(&tagm->msg_arrival, item) {
+		msg = util_tagm_msg_of_arrival(item);
+		util_tagm_hash_insert(&tagm->msg_src_hash, &msg->src_link,
+				      util_tagm_pair_key(msg->tag, msg->src));
+	}
+}
+
 int util_tagm_init(struct util_tagm *tagm, size_t bucket_cnt)
 {
 	int ret;
@@ -145,6 +158,7 @@ int util_tagm_init(struct util_tagm *tagm, size_t bucket_cnt)
 	tagm->wild_cnt = 0;
 	tagm->recv_seq = 0;
 	tagm->msg_group_cnt = 0;
+	tagm->has_src_hash = false;
 	util_dlist_init(&tagm->msg_arrival);
 	tagm->msg_seq = 0;
 	return 0;
@@ -359,7 +373,7 @@ static int util_tagm_check_msgs(const struct util_tagm *tagm)
 	struct util_tagm_msg *msg;
 	struct util_dlist *item;
 	uint64_t min_seq; /* each entry must be at least this, its predecessor + 1 */
-	size_t i, cnt = 0, grouped;
+	size_t i, cnt = 0, grouped = 0;
 	int ret;
 
 	ret = util_tagm_check_hash(hash, "unexpected messages");
@@ -387,8 +401,11 @@ static int util_tagm_check_msgs(const struct util_tagm *tagm)
 		UTIL_TAGM_CHECK(msg->seq < tagm->msg_seq && msg->seq >= min_seq,
 				"message %" PRIu64 " out of arrival order\n", msg->seq);
 		min_seq = msg->seq + 1;
+		grouped += msg->group != UTIL_TAGM_NO_GROUP;
 		cnt++;
 	}
+	UTIL_TAGM_CHECK(grouped == tagm->msg_group_cnt, "%zu messages in a group, counts %zu\n",
+			grouped, tagm->msg_group_cnt);
 	UTIL_TAGM_CHECK(cnt == hash->cnt, "arrival list holds %zu, tag hash %zu\n", cnt,
 			hash->cnt);
 
@@ -396,7 +413,7 @@ static int util_tagm_check_msgs(const struct util_tagm *tagm)
 	ret = util_tagm_check_hash(hash, "unexpected messages by source");
 	if (ret)
 		return ret;
-	for (i = 0, grouped = 0; i < hash->bucket_cnt; i++) {
+	for (i = 0; i < hash->bucket_cnt; i++) {
 		min_seq = 0;
 		util_dlist_foreach(&hash->buckets[i], item) {
 			msg = container_of(item, struct util_tagm_msg, src_link);
@@ -406,13 +423,10 @@ static int util_tagm_check_msgs(const struct util_tagm *tagm)
 					"message %" PRIu64 " out of arrival order by source\n",
 					msg->seq);
 			min_seq = msg->seq + 1;
-			grouped += msg->group != UTIL_TAGM_NO_GROUP;
 		}
 	}
-	UTIL_TAGM_CHECK(hash->cnt == cnt, "source hash holds %zu, arrival list %zu\n", hash->cnt,
-			cnt);
-	UTIL_TAGM_CHECK(grouped == tagm->msg_group_cnt, "%zu messages in a group, counts %zu\n",
-			grouped, tagm->msg_group_cnt);
+	UTIL_TAGM_CHECK(hash->cnt == (tagm->has_src_hash ? cnt : 0),
+			"source hash holds %zu, arrival list %zu\n", hash->cnt, cnt);
 
 	hash = &tagm->claim_hash;
 	ret = util_tagm_check_hash(hash, "claimed messages");

@@ -11,10 +11,12 @@
  * sender) and (tag, group) buckets while directed receives are posted, then at the wildcard
  * list up to the earliest of those candidates, and takes the one posted first.
  * Unexpected messages: a hash by tag for exact any-source receives, a hash by (tag, sender)
- * for exact directed ones (buckets in arrival order), and one list in arrival order for
- * wildcard receives. An exact receive naming a group (below) looks through its tag's bucket,
- * and only while messages in a group wait. A claimed message leaves all three and waits in a
- * hash by owner, where nothing but util_tagm_msg_take_claimed() can reach it.
+ * for exact directed ones (buckets in arrival order; kept from the first directed search on,
+ * so that an engine whose receives never name a source does not pay for it), and one list in
+ * arrival order for wildcard receives. An exact receive naming a group (below) looks through
+ * its tag's bucket, and only while messages in a group wait. A claimed message leaves all
+ * three and waits in a hash by owner, where nothing but util_tagm_msg_take_claimed() can
+ * reach it.
  *
  * Sources: a receive accepts any sender (UTIL_TAGM_ANY_SRC), or names one value that a
  * message matches by its sender or by its group: a second value the caller gives a message
@@ -98,7 +100,9 @@ struct util_tagm {
 
 	/* unexpected messages: what every new receive looks at */
 	struct util_tagm_hash msg_hash;  /* unclaimed messages by tag, buckets in arrival order */
-	struct util_tagm_hash msg_src_hash; /* the same by (tag, src), buckets in arrival order */
+	struct util_tagm_hash msg_src_hash; /* the same by (tag, src), buckets in arrival order,
+					     * once has_src_hash */
+	bool has_src_hash;               /* a directed search came: msg_src_hash is kept */
 	size_t msg_group_cnt;            /* of them, those in a group */
 	struct util_dlist msg_arrival;   /* the same messages, all in arrival order */
 	uint64_t msg_seq;                /* sequence number of the next arrival */
@@ -154,6 +158,8 @@ static inline bool util_tagm_msg_is_claimed(const struct util_tagm_msg *msg)
 
 /* Doubles a hash's bucket array (called by the inline inserts past grow_at). */
 void util_tagm_hash_grow(struct util_tagm_hash *hash);
+/* Fills msg_src_hash with the unclaimed messages and keeps it from now on. */
+void util_tagm_msg_index_sources(struct util_tagm *tagm);
 
 /*
  * Posted receive for which is_match(recv, arg) is true, not removed; NULL when none. For

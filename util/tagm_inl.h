@@ -202,7 +202,9 @@ UTIL_TAGM_INLINE void util_tagm_msg_add(struct util_tagm *tagm, struct util_tagm
 	msg->seq = tagm->msg_seq++;
 	msg->owner = NULL;
 	util_tagm_hash_insert(&tagm->msg_hash, &msg->hash_link, tag);
-	util_tagm_hash_insert(&tagm->msg_src_hash, &msg->src_link, util_tagm_pair_key(tag, src));
+	if (tagm->has_src_hash)
+		util_tagm_hash_insert(&tagm->msg_src_hash, &msg->src_link,
+				      util_tagm_pair_key(tag, src));
 	tagm->msg_group_cnt += group != UTIL_TAGM_NO_GROUP;
 	util_dlist_insert_tail(&msg->arrival_link, &tagm->msg_arrival);
 }
@@ -211,7 +213,8 @@ UTIL_TAGM_INLINE void util_tagm_msg_add(struct util_tagm *tagm, struct util_tagm
 UTIL_TAGM_INLINE void util_tagm_msg_unlink(struct util_tagm *tagm, struct util_tagm_msg *msg)
 {
 	util_tagm_hash_remove(&tagm->msg_hash, &msg->hash_link);
-	util_tagm_hash_remove(&tagm->msg_src_hash, &msg->src_link);
+	if (tagm->has_src_hash)
+		util_tagm_hash_remove(&tagm->msg_src_hash, &msg->src_link);
 	tagm->msg_group_cnt -= msg->group != UTIL_TAGM_NO_GROUP;
 	util_dlist_remove(&msg->arrival_link);
 }
@@ -222,13 +225,15 @@ UTIL_TAGM_INLINE void util_tagm_msg_unlink(struct util_tagm *tagm, struct util_t
  * sender's, so when that bucket has nothing, src may name a group: while messages in a group
  * wait, the tag's bucket is walked for the first of group src.
  */
-UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search_directed(const struct util_tagm *tagm,
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search_directed(struct util_tagm *tagm,
 								     uint64_t tag, uint64_t src)
 {
 	const struct util_dlist *head;
 	struct util_tagm_msg *msg;
 	struct util_dlist *item;
 
+	if (unlikely(!tagm->has_src_hash))
+		util_tagm_msg_index_sources(tagm);
 	head = util_tagm_bucket(&tagm->msg_src_hash, util_tagm_pair_key(tag, src));
 	util_dlist_foreach(head, item) {
 		msg = container_of(item, struct util_tagm_msg, src_link);
@@ -252,7 +257,7 @@ UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search_directed(const struc
  * at one bucket (two while messages in a group wait and it names a source); a wildcard one
  * walks the arrivals.
  */
-UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(const struct util_tagm *tagm,
+UTIL_TAGM_INLINE struct util_tagm_msg *util_tagm_msg_search(struct util_tagm *tagm,
 							    uint64_t tag, uint64_t ignore,
 							    uint64_t src)
 {

@@ -493,9 +493,11 @@ static void test_directed_same_tag(void **state)
 	assert_int_equal(arrive(f, tag, 5), 2);
 	assert_counts(f, 0, 0, 0, 0);
 
-	/* the unexpected side */
+	/* the unexpected side: messages are hashed by sender from the first directed search on */
 	for (k = 0; k < n; k++)
 		add(f, k, tag, (uint64_t) k);
+	assert_int_equal(longest_chain(&f->tagm.msg_src_hash), 0);
+	assert_int_equal(peek(f, tag, 0, 7), 7);
 	assert_in_range(longest_chain(&f->tagm.msg_src_hash), 1, 8);
 	assert_int_equal(util_tagm_check(&f->tagm), 0);
 	for (k = n - 1; k > 0; k--)
