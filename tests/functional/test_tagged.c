@@ -148,6 +148,22 @@ static void check_matching(void)
 	ok = next(&b.rx, &comp);
 	LT_CHECK(ok && !strcmp(r2, "from a") && comp.src == b_from_a,
 		 "an undirected one takes the other");
+
+	/* Posted first: a receive for c, then one for anyone, the same tag. */
+	memset(r1, 0, sizeof(r1));
+	memset(r2, 0, sizeof(r2));
+	trecvmsg(&b, r1, sizeof(r1), b_from_c, 31, 0, r1, FI_COMPLETION);
+	trecvmsg(&b, r2, sizeof(r2), FI_ADDR_UNSPEC, 31, 0, r2, FI_COMPLETION);
+	memcpy(m, "from a", 7);
+	tsend(&a, m, sizeof(m), a_to_b, 31, NULL);
+	ok = next(&b.rx, &comp);
+	LT_CHECK(ok && comp.op_context == r2 && !strcmp(r2, "from a"),
+		 "a message from a passes the receive posted for c");
+	memcpy(m, "from c", 7);
+	tsend(&c, m, sizeof(m), c_to_b, 31, NULL);
+	ok = next(&b.rx, &comp);
+	LT_CHECK(ok && comp.op_context == r1 && !strcmp(r1, "from c"),
+		 "c's message takes the receive posted for it");
 	lt_cq_quiet(&a.tx, 10);
 	while (lt_cq_take(&a.tx, &comp) || lt_cq_take(&c.tx, &comp))
 		;
