@@ -7,6 +7,10 @@ fi_layer_bench_LDADD = $(FABRIC_LIBS)
 noinst_PROGRAMS += fi_av_set_bench
 fi_av_set_bench_SOURCES = tests/bench/fi_av_set_bench.c
 fi_av_set_bench_LDADD = util/libutil.la $(FABRIC_LIBS)
+# The tag-matching engine (util/tagm) alone, without a network.
+noinst_PROGRAMS += tagm_bench
+tagm_bench_SOURCES = tests/bench/tagm_bench.c
+tagm_bench_LDADD = util/libutil.la $(FABRIC_LIBS)
 # Address vectors: insert, lookup both ways and remove a million entries, beside other providers.
 noinst_PROGRAMS += fi_av_bench
 fi_av_bench_SOURCES = tests/bench/fi_av_bench.c
