@@ -98,7 +98,6 @@ static uint16_t layer_msg_rx_eager_kib(const struct layer_ep *ep)
 	return (uint16_t) UTIL_MIN(bytes >> 10, UINT16_MAX);
 }
 
-
 /*
  * Buffers posted on a connection: incoming ones carry the peer's messages. On outgoing ones
  * control replies (rendezvous ACKs) arrive, and user data only once the peer has adopted

@@ -428,7 +428,7 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 	if (optname == FI_OPT_MIN_MULTI_RECV) {
 		*(size_t *) optval = ep->min_multi_recv;
 	} else if (optname == FI_OPT_LAYER_DIRECT_RECV) {
-		*(int *) optval = ep->core == &layer_core_msg_ops && ep->domain->has_direct_recv;
+		*(int *) optval = ep->domain->has_direct_recv;
 	} else {
 		util_lock_acquire(&ep->lock);
 		*(uint64_t *) optval = ep->auth_dropped_cnt;
@@ -714,7 +714,7 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	 * Direct receive posts the header only, and a payload that waits for its completion
 	 * gets an allocation of its size unless a record's room holds it: buffers are records.
 	 */
-	if (ep->core == &layer_core_msg_ops && domain->has_direct_recv)
+	if (domain->has_direct_recv)
 		ep->buf_size = LAYER_RECORD_SIZE;
 	else
 		ep->buf_size = sizeof(struct layer_hdr) + UTIL_MAX(layer_settings.eager_size,

@@ -150,7 +150,7 @@ struct layer_domain {
 	 * progress that looks keys up (domain.c says why). */
 	struct util_lock core_mr_lock;
 	/* The core hands each message's payload to the provider's callback, which places it
-	 * (layer_msg_direct_recv_init); buffers then post the header only. */
+	 * (layer_msg_direct_recv_init); buffers then post the header only. MSG cores only. */
 	bool has_direct_recv;
 	atomic_int ref;                /* objects open on this domain */
 };
