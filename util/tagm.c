@@ -12,7 +12,7 @@
 /* Claimed messages are few (one per outstanding FI_PEEK | FI_CLAIM): start small. */
 #define UTIL_TAGM_CLAIM_BUCKETS 16
 
-static uint64_t util_tagm_recv_key_of(const struct util_dlist *link)
+static uint64_t util_tagm_recv_key(const struct util_dlist *link)
 {
 	const struct util_tagm_recv *recv = container_of(link, struct util_tagm_recv, link);
 
@@ -24,7 +24,7 @@ static uint64_t util_tagm_msg_key(const struct util_dlist *link)
 	return container_of(link, struct util_tagm_msg, hash_link)->tag;
 }
 
-static uint64_t util_tagm_msg_pair_key_of(const struct util_dlist *link)
+static uint64_t util_tagm_msg_pair_key(const struct util_dlist *link)
 {
 	const struct util_tagm_msg *msg = container_of(link, struct util_tagm_msg, src_link);
 
@@ -140,13 +140,13 @@ int util_tagm_init(struct util_tagm *tagm, size_t bucket_cnt)
 	/* At least two buckets keeps the hash shift below 64. */
 	bucket_cnt = util_roundup_pow2(UTIL_MAX(bucket_cnt, (size_t) 2));
 
-	ret = util_tagm_hash_init(&tagm->recv_hash, bucket_cnt, util_tagm_recv_key_of);
+	ret = util_tagm_hash_init(&tagm->recv_hash, bucket_cnt, util_tagm_recv_key);
 	if (ret)
 		return ret;
 	ret = util_tagm_hash_init(&tagm->msg_hash, bucket_cnt, util_tagm_msg_key);
 	if (ret)
 		goto err_fini_recv_hash;
-	ret = util_tagm_hash_init(&tagm->msg_src_hash, bucket_cnt, util_tagm_msg_pair_key_of);
+	ret = util_tagm_hash_init(&tagm->msg_src_hash, bucket_cnt, util_tagm_msg_pair_key);
 	if (ret)
 		goto err_fini_msg_hash;
 	ret = util_tagm_hash_init(&tagm->claim_hash, UTIL_TAGM_CLAIM_BUCKETS, util_tagm_owner_key);
