@@ -95,23 +95,40 @@ static void util_cq_wake(struct util_cq *cq)
 		util_wait_signal(&cq->wait);
 }
 
+/*
+ * A completion could not be stored (lock held): the CQ is overrun from now on. Warned once;
+ * the reader learns it from the FI_EOVERRUN error entry.
+ */
+static int util_cq_overrun(struct util_cq *cq, const char *what)
+{
+	if (!cq->is_overrun)
+		FI_WARN(util_prov, FI_LOG_CQ, "no memory for %s: the cq is overrun (fi_cq(3)), "
+			"completions from now on are lost\n", what);
+	cq->is_overrun = true;
+	cq->lost_cnt++;
+	return -FI_EOVERRUN;
+}
+
 int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t len,
 		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src_addr)
 {
 	struct util_cq_overflow *over;
 	struct util_cq_entry *entry;
+	int ret;
 
 	util_lock_acquire(&cq->lock);
 	/* While overflow entries wait, new ones queue behind them to keep FIFO order. */
-	if (likely(util_dlist_empty(&cq->overflow) && !util_cq_ring_is_full(cq))) {
+	if (likely(util_dlist_empty(&cq->overflow) && !util_cq_ring_is_full(cq) &&
+		   !cq->is_overrun)) {
 		entry = &cq->ring[cq->tail & cq->ring_mask];
 		cq->tail++;
 	} else {
-		over = malloc(sizeof(*over));
+		over = cq->is_overrun ? NULL : malloc(sizeof(*over));
 		if (!over) {
+			ret = util_cq_overrun(cq, "an overflow completion");
 			util_lock_release(&cq->lock);
-			FI_WARN(util_prov, FI_LOG_CQ, "no memory for an overflow completion\n");
-			return -FI_ENOMEM;
+			util_cq_wake(cq);
+			return ret;
 		}
 		util_dlist_insert_tail(&over->link, &cq->overflow);
 		cq->overflow_cnt++;
@@ -133,21 +150,23 @@ int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t l
 int util_cq_write_error(struct util_cq *cq, const struct fi_cq_err_entry *err)
 {
 	struct util_cq_error *error;
+	int ret;
 
 	if (!err)
 		return -FI_EINVAL;
 
-	error = malloc(sizeof(*error));
+	util_lock_acquire(&cq->lock);
+	error = cq->is_overrun ? NULL : malloc(sizeof(*error));
 	if (!error) {
-		FI_WARN(util_prov, FI_LOG_CQ, "no memory for an error completion\n");
-		return -FI_ENOMEM;
+		ret = util_cq_overrun(cq, "an error completion");
+		util_lock_release(&cq->lock);
+		util_cq_wake(cq);
+		return ret;
 	}
 	error->err = *err;
 	/* The caller's err_data may not outlive this call, and none is stored. */
 	error->err.err_data = NULL;
 	error->err.err_data_size = 0;
-
-	util_lock_acquire(&cq->lock);
 	util_dlist_insert_tail(&error->link, &cq->errors);
 	cq->error_cnt++;
 	util_lock_release(&cq->lock);
@@ -161,7 +180,7 @@ size_t util_cq_count(struct util_cq *cq)
 	size_t cnt;
 
 	util_lock_acquire(&cq->lock);
-	cnt = util_cq_entry_cnt(cq) + cq->error_cnt;
+	cnt = util_cq_entry_cnt(cq) + cq->error_cnt + cq->is_overrun;
 	util_lock_release(&cq->lock);
 	return cnt;
 }
@@ -204,7 +223,8 @@ static ssize_t util_cq_read_entries(struct util_cq *cq, void *buf, size_t count,
 		goto unlock;
 	}
 	if (!util_cq_entry_cnt(cq)) {
-		ret = -FI_EAGAIN;
+		/* an overrun is reported once everything stored before it is read */
+		ret = cq->is_overrun ? -FI_EAVAIL : -FI_EAGAIN;
 		goto unlock;
 	}
 
@@ -251,6 +271,7 @@ static ssize_t util_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *bu
 			       uint64_t flags)
 {
 	struct util_cq *cq = container_of(cq_fid, struct util_cq, cq_fid);
+	struct fi_cq_err_entry overrun = { 0 }, *err;
 	struct util_cq_error *error;
 	struct util_dlist *item;
 	void *user_data;
@@ -265,14 +286,21 @@ static ssize_t util_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *bu
 	item = util_dlist_pop_front(&cq->errors);
 	if (item)
 		cq->error_cnt--;
+	else if (cq->is_overrun && !util_cq_entry_cnt(cq))
+		overrun = (struct fi_cq_err_entry) {
+			.err = FI_EOVERRUN,
+			.prov_errno = -FI_EOVERRUN,
+			.olen = cq->lost_cnt,
+		};
 	util_lock_release(&cq->lock);
-	if (!item)
+	if (!item && !overrun.err)
 		return -FI_EAGAIN;
-	error = container_of(item, struct util_cq_error, link);
+	error = item ? container_of(item, struct util_cq_error, link) : NULL;
+	err = error ? &error->err : &overrun;
 
 	if (FI_VERSION_LT(cq->api_version, FI_VERSION(1, 5))) {
 		/* The application's struct has no err_data_size: do not write past err_data. */
-		memcpy(buf, &error->err, UTIL_CQ_ERR_ENTRY_1_0_SIZE);
+		memcpy(buf, err, UTIL_CQ_ERR_ENTRY_1_0_SIZE);
 	} else {
 		/*
 		 * With a buffer (err_data_size > 0) it is left alone and 0 bytes are reported
@@ -280,7 +308,7 @@ static ssize_t util_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *bu
 		 */
 		user_data = buf->err_data;
 		user_size = buf->err_data_size;
-		*buf = error->err;
+		*buf = *err;
 		buf->err_data = user_size ? user_data : NULL;
 		buf->err_data_size = 0;
 	}
@@ -298,7 +326,7 @@ static bool util_cq_sread_done(void *arg)
 		return true;
 
 	util_lock_acquire(&cq->lock);
-	is_done = cq->error_cnt || util_cq_entry_cnt(cq) >= cond->threshold;
+	is_done = cq->error_cnt || cq->is_overrun || util_cq_entry_cnt(cq) >= cond->threshold;
 	util_lock_release(&cq->lock);
 	return is_done;
 }

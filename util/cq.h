@@ -4,6 +4,11 @@
  * address, an overflow list so that no completion is ever lost when the ring is full, and
  * a list of error entries. Progress is manual: reads call the owner's progress hook first.
  *
+ * A completion that cannot be stored (no memory for an overflow or error entry) is never
+ * dropped silently: the CQ enters the overrun state of fi_cq(3). Reads still return what
+ * was stored before; after that every read reports -FI_EAVAIL and fi_cq_readerr an entry
+ * with err FI_EOVERRUN (its olen: the completions lost), and nothing more is stored.
+ *
  * The owner (the provider) embeds struct util_cq first in its own CQ, points cq_fid.fid.ops
  * at its own fi_ops (close, bind, control) and may call util_cq_control for FI_GETWAIT.
  */
@@ -51,6 +56,8 @@ struct util_cq {
 	uint32_t api_version;           /* fabric's; below 1.5 fi_cq_err_entry is the short one.
 					 * util_cq_init sets the header's version, the owner may
 					 * overwrite it with fabric_attr->api_version */
+	bool is_overrun;                /* a completion could not be stored: fatal (fi_cq(3)) */
+	size_t lost_cnt;                /* completions not stored since (the first included) */
 };
 
 /*
@@ -67,12 +74,16 @@ int util_cq_init(struct util_cq *cq, const struct fi_cq_attr *attr, bool is_thre
 /* Returns -FI_EBUSY while ref > 0, else frees everything and returns 0. */
 int util_cq_fini(struct util_cq *cq);
 
-/* Appends a completion; never loses one (the ring overflows into a list). 0 or -FI_ENOMEM. */
+/*
+ * Appends a completion (the ring overflows into a list). 0, or -FI_EOVERRUN when it could not
+ * be stored: the CQ is overrun then, and says so to its reader (see the top); the caller has
+ * nothing more to do about it.
+ */
 int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t len,
 		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src_addr);
-/* Appends an error completion (err->err positive; err->err_data is not kept). */
+/* Appends an error completion (err->err positive; err->err_data is not kept). As above. */
 int util_cq_write_error(struct util_cq *cq, const struct fi_cq_err_entry *err);
-/* Number of entries and errors waiting to be read. */
+/* Number of entries and errors waiting to be read (an overrun counts as one). */
 size_t util_cq_count(struct util_cq *cq);
 
 /* FI_GETWAIT: returns the wait fd in *(int *) arg; -FI_ENODATA without a wait object. */

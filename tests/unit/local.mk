@@ -15,6 +15,8 @@ tests_unit_test_wait_LDADD = $(unit_ldadd)
 tests_unit_test_wait_CFLAGS = $(unit_cflags)
 tests_unit_test_cq_LDADD = $(unit_ldadd)
 tests_unit_test_cq_CFLAGS = $(unit_cflags)
+# allocation failures on demand (test_overrun_when_memory_runs_out)
+tests_unit_test_cq_LDFLAGS = -Wl,--wrap=malloc
 tests_unit_test_eq_LDADD = $(unit_ldadd)
 tests_unit_test_eq_CFLAGS = $(unit_cflags)
 tests_unit_test_cntr_LDADD = $(unit_ldadd)

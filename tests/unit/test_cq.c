@@ -18,6 +18,19 @@
 static struct fi_provider test_prov = { .name = "util_test" };
 struct fi_provider *util_prov = &test_prov;
 
+/*
+ * Allocation failure on demand: util's calls to malloc come here (the program links with
+ * -Wl,--wrap=malloc; cmocka's and libc's own allocations do not).
+ */
+static bool fail_malloc;
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+
+void *__wrap_malloc(size_t size)
+{
+	return fail_malloc ? NULL : __real_malloc(size);
+}
+
 #define SHORT_TIMEOUT_MS 50
 #define LONG_TIMEOUT_MS 10000
 #define SMALL_CQ_SIZE 4
@@ -260,6 +273,40 @@ static void test_overflow_loses_nothing_and_keeps_fifo(void **state)
 	read_seq(f, read, written - read, 16);
 	assert_int_equal(fi_cq_read(&f->cq.cq_fid, (struct fi_cq_data_entry[1]){ 0 }, 1),
 			 -FI_EAGAIN);
+}
+
+/*
+ * A completion that cannot be stored is not lost silently: the CQ is overrun (fi_cq(3)), what
+ * was stored before is still read, then every read says FI_EOVERRUN, which is fatal.
+ */
+static void test_overrun_when_memory_runs_out(void **state)
+{
+	struct fi_cq_err_entry err = { .err = FI_EIO, .prov_errno = -FI_EIO };
+	struct fixture *f = *state;
+	struct fi_cq_data_entry entry;
+	int i;
+
+	assert_int_equal(open_cq(f, FI_CQ_FORMAT_DATA, SMALL_CQ_SIZE, FI_WAIT_NONE), 0);
+	write_seq(f, 0, SMALL_CQ_SIZE);
+	fail_malloc = true;
+	/* the ring is full: the next entry needs an overflow node, the error its entry */
+	assert_int_equal(util_cq_write(&f->cq, NULL, FI_SEND, 0, NULL, 0, 0, 0), -FI_EOVERRUN);
+	assert_int_equal(util_cq_write_error(&f->cq, &err), -FI_EOVERRUN);
+	fail_malloc = false;
+	/* fatal: nothing is stored any more, memory or not */
+	assert_int_equal(util_cq_write(&f->cq, NULL, FI_SEND, 0, NULL, 0, 0, 0), -FI_EOVERRUN);
+
+	read_seq(f, 0, SMALL_CQ_SIZE, 1);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(fi_cq_read(&f->cq.cq_fid, &entry, 1), -FI_EAVAIL);
+		memset(&err, 0, sizeof(err));
+		assert_int_equal(fi_cq_readerr(&f->cq.cq_fid, &err, 0), 1);
+		assert_int_equal(err.err, FI_EOVERRUN);
+		assert_int_equal(err.olen, 3);
+	}
+	assert_int_equal(util_cq_count(&f->cq), 1);
+	/* so that the fixture's end-of-test checks apply to the rest */
+	f->cq.is_overrun = false;
 }
 
 static void check_format(struct fixture *f, enum fi_cq_format format, size_t size)
@@ -744,6 +791,7 @@ int main(void)
 		CQ_TEST(test_count_zero_drives_progress),
 		CQ_TEST(test_ring_wraparound),
 		CQ_TEST(test_overflow_loses_nothing_and_keeps_fifo),
+		CQ_TEST(test_overrun_when_memory_runs_out),
 		CQ_TEST(test_formats),
 		CQ_TEST(test_readfrom),
 		CQ_TEST(test_errors_are_out_of_band_in_order),
