@@ -22,6 +22,12 @@ tests_unit_test_eq_CFLAGS = $(unit_cflags)
 tests_unit_test_cntr_LDADD = $(unit_ldadd)
 tests_unit_test_cntr_CFLAGS = $(unit_cflags)
 
+unit_tests += tests/unit/test_progress tests/unit/test_mr_cache
+tests_unit_test_progress_LDADD = $(unit_ldadd)
+tests_unit_test_progress_CFLAGS = $(unit_cflags)
+tests_unit_test_mr_cache_LDADD = $(unit_ldadd)
+tests_unit_test_mr_cache_CFLAGS = $(unit_cflags)
+
 unit_tests += tests/unit/test_av_table
 tests_unit_test_av_table_LDADD = $(unit_ldadd)
 tests_unit_test_av_table_CFLAGS = $(unit_cflags)
