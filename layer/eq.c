@@ -1,44 +1,10 @@
-/*
- * Event queues: util's EQ. Connection events stay inside the provider (it manages its own
- * connections), so the EQ carries what the application writes and the insertion events of
- * the FI_EVENT AVs bound to it, which reading it completes.
- */
+/* Event queues (eq.h). */
 #include "config.h"
 
 #include <stdlib.h>
 
-#include "layer/layer.h"
-#include "layer/av.h"
-
-/* Reading the EQ completes the queued insertions of the FI_EVENT AVs bound to it. */
-static void layer_eq_progress(void *arg)
-{
-	struct layer_eq *eq = arg;
-	struct util_dlist *item;
-
-	util_lock_acquire(&eq->av_lock);
-	util_dlist_foreach(&eq->avs, item)
-		layer_av_progress(container_of(item, struct layer_av, eq_link));
-	util_lock_release(&eq->av_lock);
-}
-
-/* Not the time to sleep while an AV bound to the EQ has insertions queued. */
-static int layer_eq_trywait(void *arg)
-{
-	struct layer_eq *eq = arg;
-	struct util_dlist *item;
-	int ret = 0;
-
-	util_lock_acquire(&eq->av_lock);
-	util_dlist_foreach(&eq->avs, item) {
-		if (layer_av_has_pending(container_of(item, struct layer_av, eq_link))) {
-			ret = -FI_EAGAIN;
-			break;
-		}
-	}
-	util_lock_release(&eq->av_lock);
-	return ret;
-}
+#include "layer/eq.h"
+#include "layer/nosys.h"
 
 static int layer_eq_close(struct fid *fid)
 {
@@ -48,7 +14,7 @@ static int layer_eq_close(struct fid *fid)
 	ret = util_eq_fini(&eq->util);
 	if (ret)
 		return ret;
-	util_lock_fini(&eq->av_lock);
+	util_progress_set_fini(&eq->progress);
 	atomic_fetch_sub(&eq->fabric->ref, 1);
 	free(eq);
 	return 0;
@@ -67,8 +33,8 @@ int layer_eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr,
 {
 	struct layer_fabric *fabric = container_of(fabric_fid, struct layer_fabric, fabric_fid);
 	struct util_progress progress = {
-		.progress = layer_eq_progress,
-		.trywait = layer_eq_trywait,
+		.progress = util_progress_set_run,
+		.trywait = util_progress_set_trywait,
 	};
 	struct layer_eq *eq;
 	int ret;
@@ -78,7 +44,7 @@ int layer_eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr,
 	eq = calloc(1, sizeof(*eq));
 	if (!eq)
 		return -FI_ENOMEM;
-	progress.arg = eq;
+	progress.arg = &eq->progress;
 	ret = util_eq_init(&eq->util, attr, &progress, context);
 	if (ret) {
 		free(eq);
@@ -86,8 +52,7 @@ int layer_eq_open(struct fid_fabric *fabric_fid, struct fi_eq_attr *attr,
 	}
 	eq->fabric = fabric;
 	eq->util.api_version = fabric->api_version;
-	util_lock_init(&eq->av_lock, true);
-	util_dlist_init(&eq->avs);
+	util_progress_set_init(&eq->progress, true);
 	eq->util.eq_fid.fid.ops = &layer_eq_fi_ops;
 	atomic_fetch_add(&fabric->ref, 1);
 	*eq_fid = &eq->util.eq_fid;

@@ -1,39 +1,58 @@
 /*
- * Fabric: wraps the core's fabric, found again from the fabric attributes libfabric passes.
+ * Fabric: wraps the core's fabric, found again from the fabric attributes libfabric passes;
+ * fi_trywait over the provider's CQs, counters and EQs.
  */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer/layer.h"
+#include "layer/fabric.h"
+#include "layer/cntr.h"
+#include "layer/cq.h"
+#include "layer/domain.h"
+#include "layer/eq.h"
+#include "layer/nosys.h"
 
-int layer_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+/*
+ * fi_trywait: progress first (it may produce entries), then util's check, which also marks
+ * the wait fd as handed out so that later writes signal it.
+ */
+int layer_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
-	return -FI_ENOSYS;
-}
+	struct layer_cntr *cntr;
+	struct layer_cq *cq;
+	struct util_eq *eq;
+	int i, ret;
 
-int layer_no_control(struct fid *fid, int command, void *arg)
-{
-	return -FI_ENOSYS;
-}
-
-int layer_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-		      void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static int layer_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-			       struct fid_pep **pep, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static int layer_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
-			      struct fid_wait **waitset)
-{
-	return -FI_ENOSYS;
+	if (!fids || count < 0)
+		return -FI_EINVAL;
+	for (i = 0; i < count; i++) {
+		if (!fids[i])
+			return -FI_EINVAL;
+		switch (fids[i]->fclass) {
+		case FI_CLASS_CQ:
+			cq = container_of(fids[i], struct layer_cq, util.cq_fid.fid);
+			util_progress_set_run(&cq->progress);
+			ret = util_cq_trywait(&cq->util);
+			break;
+		case FI_CLASS_CNTR:
+			cntr = container_of(fids[i], struct layer_cntr, util.cntr_fid.fid);
+			util_progress_set_run(&cntr->progress);
+			ret = util_cntr_trywait(&cntr->util);
+			break;
+		case FI_CLASS_EQ:
+			eq = container_of(fids[i], struct util_eq, eq_fid.fid);
+			util_progress_run(&eq->progress);
+			ret = util_eq_trywait(eq);
+			break;
+		default:
+			return -FI_EINVAL;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static int layer_fabric_close(struct fid *fid)

@@ -1,11 +1,12 @@
 /*
- * Provider entry point: the fi_provider object, its parameters and cleanup.
+ * Provider entry point: the fi_provider object and its parameters.
  */
 #include "config.h"
 
 #include <strings.h>
 
 #include "layer/layer.h"
+#include "layer/fabric.h"
 
 struct fi_provider *util_prov;
 
@@ -19,11 +20,8 @@ struct layer_settings layer_settings = {
 	.unexp_max = 16 << 20,
 	.direct_recv = 1,
 	.direct_eager_size = 256 << 10,
+	.mr_cache_size = 1024,
 };
-
-static void layer_cleanup(void)
-{
-}
 
 struct fi_provider layer_prov = {
 	.name = LAYER_PROV_NAME,
@@ -31,7 +29,6 @@ struct fi_provider layer_prov = {
 	.fi_version = LAYER_FI_VERSION,
 	.getinfo = layer_getinfo,
 	.fabric = layer_fabric_open,
-	.cleanup = layer_cleanup,
 };
 
 /* One table for every FI_OFI_LAYER_* parameter: defined, read and documented together. */
@@ -69,6 +66,10 @@ static const struct layer_param {
 	  "With direct receive, the largest message payload (bytes, rounded down to KiB) "
 	  "this endpoint's peers send inline with its header; larger ones use rendezvous "
 	  "(default: 262144)" },
+	{ "mr_cache_size", &layer_settings.mr_cache_size, 0, 1 << 20,
+	  "Registrations of rendezvous send buffers kept for reuse once their sends are done, "
+	  "over cores whose registrations do not pin memory (tcp, net, sockets, shm, udp); a "
+	  "buffer sent again is not registered again. 0 registers each send (default: 1024)" },
 };
 
 static void layer_read_params(void)

@@ -1,6 +1,7 @@
 /*
- * ofi_layer: provider-wide definitions (provider object, settings, fabric and domain).
- * Endpoint, AV and protocol types live in their own headers.
+ * ofi_layer: provider-wide definitions: the provider object, its settings, and the limits
+ * every object shares. Each object has a header of its own (fabric.h, domain.h, cq.h...,
+ * av/av.h, ep/ep.h).
  */
 #ifndef LAYER_LAYER_H
 #define LAYER_LAYER_H
@@ -20,9 +21,6 @@
 #include "util/util.h"
 #include "util/list.h"
 #include "util/lock.h"
-#include "util/cq.h"
-#include "util/eq.h"
-#include "util/cntr.h"
 
 #define LAYER_PROV_NAME "ofi_layer"
 #define LAYER_PROV_VERSION FI_VERSION(0, 1)
@@ -36,6 +34,18 @@
 #define LAYER_CORE_PROV_ONLY (1ULL << 59)
 
 extern struct fi_provider layer_prov;
+
+/*
+ * For what a peer or an application can repeat at will: a warning the first time, then the
+ * same at info level, so that nothing floods the log (each call site remembers on its own).
+ * Counted drops say how many there were (fi_getopt, FI_OPT_LAYER_*).
+ */
+#define LAYER_WARN_ONCE(subsys, ...)                                                       \
+	do {                                                                               \
+		static atomic_flag layer_is_warned_ = ATOMIC_FLAG_INIT;                    \
+		FI_LOG(&layer_prov, atomic_flag_test_and_set(&layer_is_warned_) ?          \
+		       FI_LOG_INFO : FI_LOG_WARN, subsys, __VA_ARGS__);                    \
+	} while (0)
 
 /* Which kind of core endpoint the provider runs over (FI_OFI_LAYER_CORE_EP_TYPE). */
 enum layer_core_choice {
@@ -52,9 +62,11 @@ struct layer_settings {
 	size_t tx_size;       /* default transmit queue depth */
 	size_t rx_size;       /* default receive queue depth */
 	size_t cq_batch;      /* core completions read per progress call */
-	size_t unexp_max;     /* bytes an endpoint's unexpected messages may hold (unexp.c) */
-	size_t direct_recv;   /* tcp core: let the core place payloads (conn_msg.c); 0: off */
+	size_t unexp_max;     /* bytes an endpoint's unexpected messages may hold
+			       * (proto/unexp.c) */
+	size_t direct_recv;   /* tcp core: let the core place payloads (core/core_msg.c); 0: off */
 	size_t direct_eager_size; /* with direct receive: the largest eager payload accepted */
+	size_t mr_cache_size; /* rendezvous registrations kept for reuse (mr.c); 0: none */
 };
 extern struct layer_settings layer_settings;
 
@@ -120,86 +132,5 @@ uint64_t layer_default_caps(uint64_t caps);
 /* The core info a layer info was built from (found again by fabric/domain names). */
 int layer_get_core_info(uint32_t version, const struct fi_info *layer_info,
 			struct fi_info **core_info);
-
-struct layer_fabric {
-	struct fid_fabric fabric_fid;
-	struct fid_fabric *core_fabric;
-	char *core_prov_name;          /* e.g. "tcp" */
-	uint32_t api_version;          /* the application's, from the fabric attributes */
-	atomic_int ref;                /* domains open on this fabric */
-};
-
-/* fabric.c */
-int layer_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
-
-struct layer_domain {
-	struct fid_domain domain_fid;
-	struct layer_fabric *fabric;
-	struct fid_domain *core_domain;
-	struct fi_info *core_info;     /* the core info (FI_EP_MSG or FI_EP_RDM) this domain was
-					* opened with: its ep type chooses the endpoint's variant */
-	enum fi_threading threading;
-	bool is_thread_safe;           /* FI_THREAD_SAFE: objects take their locks */
-	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN, _IN6 or FI_ADDR_STR */
-	size_t addrlen;                /* size of one endpoint address */
-	uint64_t mr_mode;              /* as granted to the application */
-	size_t auth_key_size;          /* FI_AV_AUTH_KEY: keys come from the AV; else 0 */
-	struct layer_key auth_key;     /* the domain's key (domain_attr->auth_key), or none */
-	_Atomic uint64_t next_mr_key;  /* keys for the provider's own registrations */
-	/* The core domain's registrations: taken around registering, closing, and the core
-	 * progress that looks keys up (domain.c says why). */
-	struct util_lock core_mr_lock;
-	/* The core hands each message's payload to the provider's callback, which places it
-	 * (layer_msg_direct_recv_init); buffers then post the header only. MSG cores only. */
-	bool has_direct_recv;
-	atomic_int ref;                /* objects open on this domain */
-};
-
-/* domain.c */
-int layer_domain_open(struct fid_fabric *fabric, struct fi_info *info,
-		      struct fid_domain **domain, void *context);
-/* Registers buf for remote read by the core (rendezvous), with a provider-owned key. */
-int layer_domain_reg_rma(struct layer_domain *domain, const struct iovec *iov, size_t count,
-			 struct fid_mr **mr);
-/* Closes a registration of layer_domain_reg_rma. */
-void layer_domain_dereg_rma(struct layer_domain *domain, struct fid_mr *mr);
-
-/* cq.c, eq.c, cntr.c: the application-visible objects, util's plus progress wiring. */
-struct layer_cq {
-	struct util_cq util;
-	struct layer_domain *domain;
-	struct util_lock ep_lock;      /* protects eps */
-	struct util_dlist eps;         /* struct layer_ep_ref bound to this CQ */
-};
-
-struct layer_cntr {
-	struct util_cntr util;
-	struct layer_domain *domain;
-	struct util_lock ep_lock;
-	struct util_dlist eps;
-};
-
-struct layer_eq {
-	struct util_eq util;
-	struct layer_fabric *fabric;
-	struct util_lock av_lock;
-	struct util_dlist avs;         /* AVs with FI_EVENT bound to this EQ (progress) */
-};
-
-int layer_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
-		  void *context);
-int layer_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
-		    struct fid_cntr **cntr, void *context);
-int layer_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
-		  void *context);
-
-/* fi_trywait for the provider's CQs and counters. */
-int layer_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
-
-/* Unsupported-operation stubs with the right return codes. */
-int layer_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
-int layer_no_control(struct fid *fid, int command, void *arg);
-int layer_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-		      void *context);
 
 #endif /* LAYER_LAYER_H */

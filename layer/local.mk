@@ -1,13 +1,21 @@
-# The provider: liblayer-fi.so, exporting only fi_prov_ini.
+# The provider: liblayer-fi.so, exporting only fi_prov_ini. The endpoint is a stack of one
+# folder per layer (layer/ep/ep.h draws it): ep/ (API), proto/ (transmit and receive paths),
+# conn/ (connections and peers), core/ (core adapters).
 pkglibdir = $(libdir)/libfabric
 pkglib_LTLIBRARIES = liblayer-fi.la
 liblayer_fi_la_SOURCES = \
-	layer/layer.h layer/init.c layer/getinfo.c layer/fabric.c layer/domain.c \
-	layer/av.h layer/av.c layer/av_insert.c layer/av_event.c layer/av_auth.c layer/av_shm.c \
-	layer/av_set.h layer/av_set.c \
-	layer/cq.c layer/eq.c \
-	layer/ep.h layer/ep.c layer/auth.c layer/conn.c layer/conn_msg.c layer/conn_rdm.c \
-	layer/msg.c layer/tagged.c layer/nosys.c \
-	layer/proto.h layer/proto.c layer/proto_rndv.c layer/unexp.c
+	layer/layer.h layer/init.c layer/getinfo.c layer/nosys.h layer/nosys.c \
+	layer/fabric.h layer/fabric.c layer/domain.h layer/domain.c layer/mr.h layer/mr.c \
+	layer/addr.h layer/addr.c \
+	layer/cq.h layer/cq.c layer/cntr.h layer/cntr.c layer/eq.h layer/eq.c \
+	layer/av/av.h layer/av/av.c layer/av/av_insert.c layer/av/av_event.c \
+	layer/av/av_auth.c layer/av/av_shm.c layer/av/av_set.h layer/av/av_set.c \
+	layer/ep/ep.h layer/ep/ep.c layer/ep/msg.c layer/ep/tagged.c \
+	layer/proto/proto.h layer/proto/proto.c layer/proto/tx.h layer/proto/tx.c \
+	layer/proto/rndv.h layer/proto/rndv.c layer/proto/rx.h layer/proto/rx.c \
+	layer/proto/rxq.h layer/proto/rxq.c layer/proto/unexp.h layer/proto/unexp.c \
+	layer/conn/conn.h layer/conn/conn.c layer/conn/auth.h layer/conn/auth.c \
+	layer/core/core.h layer/core/core.c layer/core/wire.h layer/core/wire.c \
+	layer/core/core_msg.c layer/core/core_rdm.c
 liblayer_fi_la_LIBADD = util/libutil.la $(FABRIC_LIBS) $(PTHREAD_LIBS)
 liblayer_fi_la_LDFLAGS = -module -avoid-version -shared -export-symbols-regex '^fi_prov_ini$$'

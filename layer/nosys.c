@@ -1,13 +1,119 @@
-/*
- * Operation tables for what the endpoint does not offer (RMA, atomics): libfabric's
- * inline wrappers call through these tables unchecked, so every slot answers -FI_ENOSYS.
- */
+/* What the provider does not offer, every entry in one place (nosys.h). */
 #include "config.h"
 
-#include <rdma/fi_rma.h>
-#include <rdma/fi_atomic.h>
+#include "layer/nosys.h"
 
-#include "layer/ep.h"
+int layer_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_control(struct fid *fid, int command, void *arg)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+		      void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct fid_pep **pep,
+			void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+		       struct fid_wait **waitset)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_scalable_ep(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
+			 void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+		       struct fid_poll **pollset)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_stx **stx,
+		     void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+		     void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
+			  struct fi_atomic_attr *attr, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_query_collective(struct fid_domain *domain, enum fi_collective_op coll,
+			      struct fi_collective_attr *attr, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr, struct fid_ep **ep,
+		    void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr, struct fid_ep **ep,
+		    void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_connect(struct fid_ep *ep, const void *addr, const void *param, size_t paramlen)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_listen(struct fid_pep *pep)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_accept(struct fid_ep *ep, const void *param, size_t paramlen)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t paramlen)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+int layer_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+		  void *context)
+{
+	return -FI_ENOSYS;
+}
 
 static ssize_t nosys_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
 			      fi_addr_t src_addr, uint64_t addr, uint64_t key, void *context)
@@ -167,4 +273,140 @@ struct fi_ops_atomic layer_no_atomic_ops = {
 	.writevalid = nosys_atomic_valid,
 	.readwritevalid = nosys_atomic_valid,
 	.compwritevalid = nosys_atomic_valid,
+};
+
+/* Data calls the endpoint's capabilities leave out: -FI_EOPNOTSUPP. */
+
+static ssize_t layer_no_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			     fi_addr_t src_addr, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			      size_t count, fi_addr_t src_addr, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			     fi_addr_t dest_addr, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			      size_t count, fi_addr_t dest_addr, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_inject(struct fid_ep *ep, const void *buf, size_t len,
+			       fi_addr_t dest_addr)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, fi_addr_t dest_addr, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
+				   uint64_t data, fi_addr_t dest_addr)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+const struct fi_ops_msg layer_no_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = layer_no_recv,
+	.recvv = layer_no_recvv,
+	.recvmsg = layer_no_recvmsg,
+	.send = layer_no_send,
+	.sendv = layer_no_sendv,
+	.sendmsg = layer_no_sendmsg,
+	.inject = layer_no_inject,
+	.senddata = layer_no_senddata,
+	.injectdata = layer_no_injectdata,
+};
+
+static ssize_t layer_no_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			      fi_addr_t src_addr, uint64_t tag, uint64_t ignore, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			       size_t count, fi_addr_t src_addr, uint64_t tag, uint64_t ignore,
+			       void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
+				 uint64_t flags)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			      fi_addr_t dest_addr, uint64_t tag, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			       size_t count, fi_addr_t dest_addr, uint64_t tag, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
+				 uint64_t flags)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_tinject(struct fid_ep *ep, const void *buf, size_t len,
+				fi_addr_t dest_addr, uint64_t tag)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				  uint64_t data, fi_addr_t dest_addr, uint64_t tag,
+				  void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
+				    uint64_t data, fi_addr_t dest_addr, uint64_t tag)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+const struct fi_ops_tagged layer_no_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = layer_no_trecv,
+	.recvv = layer_no_trecvv,
+	.recvmsg = layer_no_trecvmsg,
+	.send = layer_no_tsend,
+	.sendv = layer_no_tsendv,
+	.sendmsg = layer_no_tsendmsg,
+	.inject = layer_no_tinject,
+	.senddata = layer_no_tsenddata,
+	.injectdata = layer_no_tinjectdata,
 };

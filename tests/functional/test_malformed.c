@@ -20,7 +20,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#include "layer/proto.h"
+#include "layer/core/wire.h"
 #include "tests/functional/common.h"
 
 static int failed, passed;

@@ -129,7 +129,7 @@ int main(int argc, char **argv)
 		return lt_end();
 	}
 
-	/* An endpoint quiet for a while reads its core EQ seldom (conn_msg.c): the child's
+	/* An endpoint quiet for a while reads its core EQ seldom (core/core_msg.c): the child's
 	 * connection request must still be taken, here by calls 10 ms apart. */
 	for (int i = 0; i < 5000; i++)
 		lt_progress();

@@ -25,6 +25,9 @@
 #include <rdma/fi_domain.h>
 
 #include "layer/layer.h"
+#include "layer/addr.h"
+#include "layer/domain.h"
+#include "layer/eq.h"
 #include "util/av_table.h"
 
 /* Generation bits an FI_AV_MAP fi_addr carries (bits 32..55). */
@@ -68,28 +71,22 @@ struct layer_av {
 
 	/* FI_EVENT */
 	struct layer_eq *eq;
-	struct util_dlist eq_link;  /* eq->avs */
+	struct util_progress_hook eq_hook; /* in eq->progress: its reads complete insertions */
 	struct util_dlist reqs;     /* struct layer_av_req queued, oldest first */
 	pthread_mutex_t req_lock;   /* reqs: insertion calls append, EQ progress completes */
 
-	/* removal listeners (endpoints); called without av->lock */
+	/* endpoints told of insertions and removals; called without av->lock */
 	pthread_mutex_t listener_lock;
 	struct util_dlist listeners;
 
 	struct layer_av_shm *shm;   /* named AV; NULL otherwise */
+	uint64_t coll_addr_seq;     /* the last collective address an AV set of it handed out */
 };
 
 int layer_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
 		  void *context);
 
-/* ---- for event queues (eq.c): FI_EVENT AVs bound to an EQ, on eq->avs by eq_link ---- */
-
-/*
- * layer_av_progress (below, with the FI_EVENT internals) completes queued insertions; the
- * EQ calls it for each AV on eq->avs, under eq->av_lock, from its progress hook.
- */
-
-/* ---- for endpoints (ep.c, proto.c, msg.c); all of them take no AV lock unless noted ---- */
+/* ---- for endpoints (ep/, conn/, proto/); all of them take no AV lock unless noted ---- */
 
 /*
  * Copies the address of a live fi_addr into addr (av->addrlen bytes) and its table index into
@@ -120,37 +117,35 @@ void layer_av_find_many(struct layer_av *av, const void *addrs, size_t addrlen, 
 fi_addr_t layer_av_report_addr(struct layer_av *av, fi_addr_t fi_addr);
 
 /*
- * Removal notification. fi_av_remove calls on_remove(arg, index) once per removed entry, by
- * table index, after the entries are gone from the AV, with no AV lock held: on_remove may
- * take its endpoint's lock and call layer_av_* functions. Listeners run under the AV's
- * listener mutex, which add/del take too: do not call add or del while holding a lock that
- * on_remove takes (lock order: listener mutex, then the endpoint's locks). del returns once
- * no on_remove for arg is running, so the endpoint may free arg afterwards. A named AV calls
- * the listeners of this process for removals made through this process only.
- * add: 0 or -FI_ENOMEM. arg identifies the listener for del.
+ * What an endpoint learns of changes to its AV. on_insert(arg) once entries were inserted (by
+ * a call, or by an FI_EVENT AV's progress), on_remove(arg, index) once per removed entry, by
+ * table index: each after the change, with no AV lock held, so that it may take its
+ * endpoint's lock and call layer_av_* functions. Listeners run under the AV's listener
+ * mutex, which add/del take too: do not call add or del while holding a lock a listener
+ * takes (lock order: listener mutex, then the endpoint's locks). del returns once no call
+ * for the listener is running. A named AV tells the listeners of this process about changes
+ * made through this process only. The listener is the caller's memory.
  */
-int layer_av_add_listener(struct layer_av *av, void (*on_remove)(void *arg, size_t index),
-			  void *arg);
-void layer_av_del_listener(struct layer_av *av, void *arg);
+struct layer_av_listener {
+	struct util_dlist link;        /* av->listeners */
+	void (*on_insert)(void *arg);
+	void (*on_remove)(void *arg, size_t index);
+	void *arg;
+};
+
+void layer_av_add_listener(struct layer_av *av, struct layer_av_listener *listener);
+void layer_av_del_listener(struct layer_av *av, struct layer_av_listener *listener);
 
 /*
  * Authorization keys held by an enabled endpoint (fi_av(3): removal of a key an enabled
- * endpoint uses is -FI_EBUSY). key is a key handle from fi_av_insert_auth_key.
- * layer_av_key_ref: 0, or -FI_EINVAL when key is not a live key handle.
+ * endpoint uses is -FI_EBUSY).
  * layer_av_keys_ref_all: references every key live now (the keys an endpoint is configured
  * with when enabled) and returns their handles in a malloc'd array (*keys NULL and *count 0
  * when there are none): 0 or -FI_ENOMEM. layer_av_keys_unref_all undoes it and frees keys.
  * Each takes av->lock.
  */
-int layer_av_key_ref(struct layer_av *av, fi_addr_t key);
-void layer_av_key_unref(struct layer_av *av, fi_addr_t key);
 int layer_av_keys_ref_all(struct layer_av *av, fi_addr_t **keys, size_t *count);
 void layer_av_keys_unref_all(struct layer_av *av, fi_addr_t *keys, size_t count);
-/*
- * The key handle an address fi_addr was inserted with (FI_AUTH_KEY), FI_ADDR_NOTAVAIL when
- * none, or -FI_EINVAL for an fi_addr that is not live. Lock-free.
- */
-int layer_av_addr_key(struct layer_av *av, fi_addr_t fi_addr, fi_addr_t *key);
 /*
  * The key the entry at table index was inserted with: its handle and bytes, or
  * FI_ADDR_NOTAVAIL and len 0 when none. For a sender choosing the key of a connection.
@@ -180,12 +175,6 @@ fi_addr_t layer_av_find_key(struct layer_av *av, const void *addr, size_t addrle
  * generation).
  */
 fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index);
-/*
- * Normalises an address of the format into out (the format's length: a sockaddr, or an
- * FI_ADDR_STR name padded to LAYER_ADDR_STR_LEN): 0 or -FI_EINVAL for a wrong family or size,
- * or a name without its NUL within the readable addrlen bytes and LAYER_ADDR_STR_LEN.
- */
-int layer_av_normalize(uint32_t addr_format, const void *addr, size_t addrlen, void *out);
 
 /* ---- internal to layer/av*.c ---- */
 
@@ -239,8 +228,10 @@ void layer_av_set_encoding(struct layer_av *av, int rx_ctx_bits, uint32_t salt);
 void layer_av_write_lock(struct layer_av *av);
 void layer_av_write_unlock(struct layer_av *av);
 
-/* A removal of entries (table indices) is done: tells the listeners (listener_lock held). */
+/* Entries (table indices) were removed, or inserted: tells the listeners (listener_lock
+ * held, av->lock not). */
 void layer_av_notify_removed(struct layer_av *av, const size_t *index, size_t count);
+void layer_av_notify_inserted(struct layer_av *av);
 
 /* av_insert.c: the insertion engine shared by synchronous and FI_EVENT insertions. */
 struct layer_av_ins {
@@ -286,10 +277,10 @@ int layer_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
  */
 int layer_av_event_queue(struct layer_av *av, const uint8_t *addrs, const int *errs,
 			 size_t count, fi_addr_t *fi_addr, uint64_t flags, void *context);
-/* Completes queued insertions, a bounded amount per call (EQ reads drive it). */
-void layer_av_progress(struct layer_av *av);
-/* Whether insertions wait in the queue (the EQ's trywait: not the time to sleep). */
-bool layer_av_has_pending(struct layer_av *av);
+/* The AV's hooks in its EQ's progress set (arg: the AV): completes queued insertions, a
+ * bounded amount per call; -FI_EAGAIN while insertions wait (not the time to sleep). */
+void layer_av_progress(void *arg);
+int layer_av_trywait(void *arg);
 /* At close: drops queued insertions and leaves the EQ. */
 void layer_av_event_fini(struct layer_av *av);
 

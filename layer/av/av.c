@@ -18,8 +18,10 @@
 
 #include <rdma/fi_ext_layer.h>
 
-#include "layer/av.h"
-#include "layer/av_set.h"
+#include "layer/av/av.h"
+#include "layer/nosys.h"
+#include "layer/addr.h"
+#include "layer/av/av_set.h"
 
 /* Open flags the AV knows of. */
 #define LAYER_AV_OPEN_FLAGS (FI_EVENT | FI_READ | FI_SYMMETRIC | FI_AV_USER_ID)
@@ -44,83 +46,6 @@ _Static_assert(offsetof(struct fi_layer_ops_av, av_set) == offsetof(struct fi_op
 fi_addr_t layer_av_index_to_fi_addr(const struct layer_av *av, size_t index)
 {
 	return layer_av_encode(av, index, util_av_table_gen(&av->table, index));
-}
-
-static size_t layer_av_addrlen(uint32_t addr_format)
-{
-	switch (addr_format) {
-	case FI_SOCKADDR_IN:
-		return sizeof(struct sockaddr_in);
-	case FI_SOCKADDR_IN6:
-		return sizeof(struct sockaddr_in6);
-	case FI_ADDR_STR:
-		return LAYER_ADDR_STR_LEN;
-	default:
-		return 0;
-	}
-}
-
-/*
- * A sockaddr_in (16 readable bytes at addr) into out. Family, port and address are the first
- * 8 bytes: they and the zeros go to out as two 8-byte stores. A copy patched on the stack and
- * reloaded whole was a 16-byte load of two smaller stores, which the processor cannot
- * forward: it waited for them to retire, behind the previous lookup's cache miss, so that
- * back-to-back reverse lookups (FI_SOURCE) ran one cache miss at a time.
- */
-static inline int layer_av_normalize_in(const void *addr, void *out)
-{
-	sa_family_t family;
-	uint64_t head;
-
-	_Static_assert(offsetof(struct sockaddr_in, sin_zero) == sizeof(head),
-		       "sockaddr_in: 8 bytes, then sin_zero");
-	memcpy(&head, addr, sizeof(head));
-	memcpy(&family, addr, sizeof(family));
-	if (family != AF_INET)
-		return -FI_EINVAL;
-	memcpy(out, &head, sizeof(head));
-	memset((uint8_t *) out + sizeof(head), 0, sizeof(struct sockaddr_in) - sizeof(head));
-	return 0;
-}
-
-/*
- * addrlen is the number of bytes readable at addr; only the format's size is used. Fields
- * that do not name the endpoint (sin_zero, sin6_flowinfo) are zeroed so that equal addresses
- * are equal bytewise, for the reverse lookup.
- */
-int layer_av_normalize(uint32_t addr_format, const void *addr, size_t addrlen, void *out)
-{
-	struct sockaddr_in6 sin6;
-	size_t len;
-
-	/* a name may be shorter than its slot: it ends at its NUL */
-	if (addr && addr_format == FI_ADDR_STR) {
-		len = strnlen(addr, UTIL_MIN(addrlen, (size_t) LAYER_ADDR_STR_LEN));
-		if (!len || len >= UTIL_MIN(addrlen, (size_t) LAYER_ADDR_STR_LEN))
-			return -FI_EINVAL;
-		/* fi_getinfo(3): "format://address...", as shm's "fi_shm://..." */
-		if (!memmem(addr, len, "://", 3))
-			return -FI_EINVAL;
-		memset(out, 0, LAYER_ADDR_STR_LEN);
-		memcpy(out, addr, len);
-		return 0;
-	}
-	if (!addr || addrlen < layer_av_addrlen(addr_format))
-		return -FI_EINVAL;
-
-	switch (addr_format) {
-	case FI_SOCKADDR_IN:
-		return layer_av_normalize_in(addr, out);
-	case FI_SOCKADDR_IN6:
-		memcpy(&sin6, addr, sizeof(sin6));
-		if (sin6.sin6_family != AF_INET6)
-			return -FI_EINVAL;
-		sin6.sin6_flowinfo = 0;
-		memcpy(out, &sin6, sizeof(sin6));
-		return 0;
-	default:
-		return -FI_EINVAL;
-	}
 }
 
 void layer_av_write_lock(struct layer_av *av)
@@ -189,7 +114,7 @@ fi_addr_t layer_av_find(struct layer_av *av, const void *addr, size_t addrlen)
 {
 	uint8_t norm[LAYER_AV_ADDR_MAX];
 
-	if (layer_av_normalize(av->domain->addr_format, addr, addrlen, norm))
+	if (layer_addr_normalize(av->domain->addr_format, addr, addrlen, norm))
 		return FI_ADDR_NOTAVAIL;
 	return layer_av_find_norm(av, norm, 0);
 }
@@ -210,7 +135,7 @@ void layer_av_find_many(struct layer_av *av, const void *addrs, size_t addrlen, 
 		n = UTIL_MIN((size_t) LAYER_AV_FIND_BATCH, count - done);
 		for (i = 0; i < n; i++) {
 			addr = (const uint8_t *) addrs + (done + i) * addrlen;
-			bad[i] = layer_av_normalize(av->domain->addr_format, addr, addrlen,
+			bad[i] = layer_addr_normalize(av->domain->addr_format, addr, addrlen,
 						    norm[i]);
 			/* an address that is not one: looked up as zeros, reported absent */
 			if (bad[i])
@@ -237,7 +162,7 @@ fi_addr_t layer_av_find_key(struct layer_av *av, const void *addr, size_t addrle
 	uint8_t norm[LAYER_AV_ADDR_MAX];
 	uint32_t key_index = 0;
 
-	if (layer_av_normalize(av->domain->addr_format, addr, addrlen, norm))
+	if (layer_addr_normalize(av->domain->addr_format, addr, addrlen, norm))
 		return FI_ADDR_NOTAVAIL;
 	if (key != FI_ADDR_NOTAVAIL) {
 		util_lock_acquire(&av->lock);
@@ -268,40 +193,17 @@ fi_addr_t layer_av_report_addr(struct layer_av *av, fi_addr_t fi_addr)
 	return report;
 }
 
-struct layer_av_listener {
-	struct util_dlist link;
-	void (*on_remove)(void *arg, size_t index);
-	void *arg;
-};
-
-int layer_av_add_listener(struct layer_av *av, void (*on_remove)(void *arg, size_t index),
-			  void *arg)
+void layer_av_add_listener(struct layer_av *av, struct layer_av_listener *listener)
 {
-	struct layer_av_listener *listener = malloc(sizeof(*listener));
-
-	if (!listener)
-		return -FI_ENOMEM;
-	listener->on_remove = on_remove;
-	listener->arg = arg;
 	pthread_mutex_lock(&av->listener_lock);
 	util_dlist_insert_tail(&listener->link, &av->listeners);
 	pthread_mutex_unlock(&av->listener_lock);
-	return 0;
 }
 
-void layer_av_del_listener(struct layer_av *av, void *arg)
+void layer_av_del_listener(struct layer_av *av, struct layer_av_listener *listener)
 {
-	struct util_dlist *item, *tmp;
-	struct layer_av_listener *listener;
-
 	pthread_mutex_lock(&av->listener_lock);
-	util_dlist_foreach_safe(&av->listeners, item, tmp) {
-		listener = container_of(item, struct layer_av_listener, link);
-		if (listener->arg == arg) {
-			util_dlist_remove(&listener->link);
-			free(listener);
-		}
-	}
+	util_dlist_remove(&listener->link);
 	pthread_mutex_unlock(&av->listener_lock);
 }
 
@@ -316,6 +218,15 @@ void layer_av_notify_removed(struct layer_av *av, const size_t *index, size_t co
 		for (i = 0; i < count; i++)
 			listener->on_remove(listener->arg, index[i]);
 	}
+}
+
+void layer_av_notify_inserted(struct layer_av *av)
+{
+	struct util_dlist *item;
+
+	util_dlist_foreach(&av->listeners, item)
+		container_of(item, struct layer_av_listener, link)->on_insert(
+			container_of(item, struct layer_av_listener, link)->arg);
 }
 
 /* ---- lookup, straddr ---- */
@@ -406,7 +317,7 @@ layer_av_reverse_lookup_full(struct layer_av *av, const void *addr, size_t addrl
 	uint8_t norm[LAYER_AV_ADDR_MAX];
 	fi_addr_t found;
 
-	if (!fi_addr || layer_av_normalize(av->domain->addr_format, addr, addrlen, norm))
+	if (!fi_addr || layer_addr_normalize(av->domain->addr_format, addr, addrlen, norm))
 		return -FI_EINVAL;
 	found = layer_av_find_norm(av, norm, 0);
 	if (found == FI_ADDR_NOTAVAIL)
@@ -430,7 +341,7 @@ static int layer_av_reverse_lookup(struct fid_av *av_fid, const void *addr, size
 
 	if (likely(fi_addr && addr && addrlen >= sizeof(struct sockaddr_in) &&
 		   av->domain->addr_format == FI_SOCKADDR_IN && !av->entry_keys &&
-		   !layer_av_normalize_in(addr, norm) &&
+		   !layer_addr_normalize_in(addr, norm) &&
 		   util_av_table_find_fast(&av->table, norm, &index, &gen))) {
 		*fi_addr = layer_av_encode(av, index, gen);
 		return 0;
@@ -486,7 +397,6 @@ static void layer_av_free(struct layer_av *av)
 static int layer_av_close(struct fid *fid)
 {
 	struct layer_av *av = container_of(fid, struct layer_av, av_fid.fid);
-	struct util_dlist *item;
 	int ref = atomic_load(&av->ref);
 
 	if (ref) {
@@ -494,9 +404,6 @@ static int layer_av_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	layer_av_event_fini(av);
-	/* listeners left by endpoints that never said goodbye */
-	while ((item = util_dlist_pop_front(&av->listeners)))
-		free(container_of(item, struct layer_av_listener, link));
 	atomic_fetch_sub(&av->domain->ref, 1);
 	layer_av_free(av);
 	return 0;
@@ -601,7 +508,7 @@ int layer_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct
 		return -FI_EINVAL;
 	}
 	domain = container_of(domain_fid, struct layer_domain, domain_fid);
-	if (!domain->addrlen || domain->addrlen != layer_av_addrlen(domain->addr_format)) {
+	if (!domain->addrlen || domain->addrlen != layer_addr_len(domain->addr_format)) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "open: unsupported address format %u (len %zu)\n",
 			domain->addr_format, domain->addrlen);
 		return -FI_EINVAL;
@@ -618,7 +525,6 @@ int layer_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct
 	pthread_mutex_init(&av->req_lock, NULL);
 	util_dlist_init(&av->listeners);
 	util_dlist_init(&av->reqs);
-	util_dlist_init(&av->eq_link);
 	atomic_init(&av->ref, 0);
 	av->domain = domain;
 	av->type = type;

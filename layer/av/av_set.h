@@ -6,14 +6,14 @@
  *
  * fi_av_set_addr hands out a collective address: a tagged handle (LAYER_AV_SET_ADDR_TAG in
  * the top byte, never a valid AV fi_addr nor FI_ADDR_NOTAVAIL) naming the set and its
- * membership at the time of the call; it stops resolving when the set changes or closes.
+ * membership at the time of the call; a change of membership makes the next one new.
  */
 #ifndef LAYER_AV_SET_H
 #define LAYER_AV_SET_H
 
 #include <rdma/fi_collective.h>
 
-#include "layer/av.h"
+#include "layer/av/av.h"
 #include "rdma/fi_ext_layer.h"
 #include "util/av_set.h"
 
@@ -30,8 +30,8 @@ struct layer_av_set {
 	uint64_t flags;		    /* creation flags */
 	uint8_t *comm_key;	    /* copied from the attributes; NULL when none */
 	size_t comm_key_size;
-	uint32_t addr_slot;   /* registry slot of its collective address, or UINT32_MAX */
-	bool is_addr_current; /* an address handed out names the current membership */
+	fi_addr_t coll_addr;  /* the collective address handed out last */
+	bool is_addr_current; /* coll_addr names the current membership */
 };
 
 int layer_av_set_open(struct fid_av *av, struct fi_av_set_attr *attr, struct fid_av_set **set,
@@ -42,15 +42,6 @@ static inline bool layer_av_set_is_coll_addr(fi_addr_t fi_addr)
 {
 	return fi_addr >> LAYER_AV_SET_ADDR_SHIFT == LAYER_AV_SET_ADDR_TAG;
 }
-
-/*
- * The set a collective address names, for fi_join_collective: 0, or -FI_EINVAL when
- * coll_addr is not a collective address, names a set that is closed, belongs to another AV,
- * or has changed since the address was handed out. The caller keeps the set open while it
- * uses it.
- */
-int layer_av_set_from_coll_addr(struct layer_av *av, fi_addr_t coll_addr,
-				struct layer_av_set **set);
 
 /*
  * The members in order, copied under the AV's lock into addrs: *count in is the room, out

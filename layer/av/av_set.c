@@ -3,10 +3,9 @@
  * the sets of one AV are used together (union, intersect, diff need two of them), they read
  * the AV's table, and they are not on any data path.
  *
- * Collective addresses (fi_av_set_addr) live in a process-wide registry of slots, because
- * an fi_addr that comes back from the application must be checked before it is followed:
- * slot and generation are encoded in the handle, and the generation changes whenever the
- * set's membership changes after an address was handed out, or the set closes.
+ * A collective address (fi_av_set_addr) names a set and its membership when it was handed
+ * out: a tagged number, new from the AV's counter whenever the set changed since the last
+ * one. Nothing resolves it back to the set yet: no collective operation takes it.
  */
 #include "config.h"
 
@@ -16,7 +15,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "layer/av_set.h"
+#include "layer/av/av_set.h"
+#include "layer/nosys.h"
 
 /* fi_av_set(3) flags: FI_UNIVERSE, and the collectives the set will be used for */
 #define LAYER_AV_SET_COLL_FLAGS                                                                    \
@@ -25,131 +25,16 @@
 	 FI_GATHER_SET)
 #define LAYER_AV_SET_FLAGS (FI_UNIVERSE | LAYER_AV_SET_COLL_FLAGS)
 
-/* Collective address layout: tag (8 bits) | registry slot (24 bits) | generation (32 bits) */
-#define LAYER_AV_SET_ADDR_SLOT_BITS 24
-#define LAYER_AV_SET_ADDR_NO_SLOT UINT32_MAX
-
-struct layer_av_set_addr_entry {
-	struct layer_av_set *set; /* NULL when the slot is free */
-	uint32_t gen;		  /* the generation valid handles of this slot carry */
-};
-
-/*
- * Freed when the last slot is released, so nothing outlives the sets. Generations come from
- * one counter that survives that, so a handle from an earlier set never matches a later one.
- */
-static struct {
-	pthread_mutex_t lock;
-	struct layer_av_set_addr_entry *entries;
-	uint32_t *free_slots; /* released slots, reused first */
-	size_t free_cnt;
-	size_t used; /* slots ever handed out since the arrays were allocated */
-	size_t cap;
-	size_t live;
-	uint32_t next_gen;
-} layer_av_set_addrs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Collective address: the tag in the top byte, then the AV's counter (56 bits). */
+#define LAYER_AV_SET_ADDR_SEQ_MASK ((1ULL << LAYER_AV_SET_ADDR_SHIFT) - 1)
 
 static struct fi_ops_av_set layer_av_set_ops;
 static struct fi_layer_av_set_ops layer_av_set_ext_ops;
 
-static inline fi_addr_t layer_av_set_make_addr(uint32_t slot, uint32_t gen)
-{
-	return LAYER_AV_SET_ADDR_TAG << LAYER_AV_SET_ADDR_SHIFT | (fi_addr_t) slot << 32 | gen;
-}
-
-/* A registry slot for set, called with the registry lock held. 0 or -FI_ENOMEM. */
-static int layer_av_set_addr_alloc(struct layer_av_set *set)
-{
-	struct layer_av_set_addr_entry *entries;
-	uint32_t *free_slots;
-	size_t cap, slot;
-
-	if (layer_av_set_addrs.free_cnt) {
-		slot = layer_av_set_addrs.free_slots[--layer_av_set_addrs.free_cnt];
-	} else {
-		if (layer_av_set_addrs.used == layer_av_set_addrs.cap) {
-			cap = layer_av_set_addrs.cap ? 2 * layer_av_set_addrs.cap : 16;
-			if (cap > 1UL << LAYER_AV_SET_ADDR_SLOT_BITS)
-				return -FI_ENOMEM;
-			entries = realloc(layer_av_set_addrs.entries, cap * sizeof(*entries));
-			if (!entries)
-				return -FI_ENOMEM;
-			layer_av_set_addrs.entries = entries;
-			free_slots =
-				realloc(layer_av_set_addrs.free_slots, cap * sizeof(*free_slots));
-			if (!free_slots)
-				return -FI_ENOMEM;
-			layer_av_set_addrs.free_slots = free_slots;
-			layer_av_set_addrs.cap = cap;
-		}
-		slot = layer_av_set_addrs.used++;
-	}
-	layer_av_set_addrs.entries[slot].set = set;
-	layer_av_set_addrs.entries[slot].gen = layer_av_set_addrs.next_gen++;
-	layer_av_set_addrs.live++;
-	set->addr_slot = (uint32_t) slot;
-	return 0;
-}
-
-/* Releases the set's slot (if any): its handles stop resolving. */
-static void layer_av_set_addr_release(struct layer_av_set *set)
-{
-	if (set->addr_slot == LAYER_AV_SET_ADDR_NO_SLOT)
-		return;
-
-	pthread_mutex_lock(&layer_av_set_addrs.lock);
-	layer_av_set_addrs.entries[set->addr_slot].set = NULL;
-	layer_av_set_addrs.free_slots[layer_av_set_addrs.free_cnt++] = set->addr_slot;
-	if (!--layer_av_set_addrs.live) {
-		free(layer_av_set_addrs.entries);
-		free(layer_av_set_addrs.free_slots);
-		layer_av_set_addrs.entries = NULL;
-		layer_av_set_addrs.free_slots = NULL;
-		layer_av_set_addrs.free_cnt = 0;
-		layer_av_set_addrs.used = 0;
-		layer_av_set_addrs.cap = 0;
-	}
-	pthread_mutex_unlock(&layer_av_set_addrs.lock);
-	set->addr_slot = LAYER_AV_SET_ADDR_NO_SLOT;
-}
-
-/*
- * After a membership change (AV lock held): an address handed out named the old membership,
- * so it must stop resolving. Nothing to do when none is outstanding, the common case.
- */
+/* After a membership change (AV lock held): the next address names the new members. */
 static void layer_av_set_changed(struct layer_av_set *set)
 {
-	if (!set->is_addr_current)
-		return;
-	pthread_mutex_lock(&layer_av_set_addrs.lock);
-	layer_av_set_addrs.entries[set->addr_slot].gen = layer_av_set_addrs.next_gen++;
-	pthread_mutex_unlock(&layer_av_set_addrs.lock);
 	set->is_addr_current = false;
-}
-
-int layer_av_set_from_coll_addr(struct layer_av *av, fi_addr_t coll_addr, struct layer_av_set **set)
-{
-	uint32_t slot = (uint32_t) (coll_addr >> 32) & ((1U << LAYER_AV_SET_ADDR_SLOT_BITS) - 1);
-	uint32_t gen = (uint32_t) coll_addr;
-	struct layer_av_set *found = NULL;
-
-	if (!layer_av_set_is_coll_addr(coll_addr))
-		goto err_invalid;
-
-	pthread_mutex_lock(&layer_av_set_addrs.lock);
-	if (slot < layer_av_set_addrs.used && layer_av_set_addrs.entries[slot].gen == gen)
-		found = layer_av_set_addrs.entries[slot].set;
-	pthread_mutex_unlock(&layer_av_set_addrs.lock);
-	if (!found || found->av != av)
-		goto err_invalid;
-	*set = found;
-	return 0;
-
-err_invalid:
-	FI_WARN(&layer_prov, FI_LOG_AV,
-		"0x%" PRIx64 " is not the current address of an av set of this av\n",
-		(uint64_t) coll_addr);
-	return -FI_EINVAL;
 }
 
 /* The layer set behind a public one, or NULL when it is not an ofi_layer AV set. */
@@ -306,7 +191,6 @@ static int layer_av_set_remove(struct fid_av_set *set_fid, fi_addr_t fi_addr)
 static int layer_av_set_addr(struct fid_av_set *set_fid, fi_addr_t *coll_addr)
 {
 	struct layer_av_set *set = container_of(set_fid, struct layer_av_set, av_set_fid);
-	int ret = 0;
 
 	if (!coll_addr) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "addr: no coll_addr\n");
@@ -314,20 +198,14 @@ static int layer_av_set_addr(struct fid_av_set *set_fid, fi_addr_t *coll_addr)
 	}
 
 	util_lock_acquire(&set->av->lock);
-	pthread_mutex_lock(&layer_av_set_addrs.lock);
-	if (set->addr_slot == LAYER_AV_SET_ADDR_NO_SLOT)
-		ret = layer_av_set_addr_alloc(set);
-	if (!ret) {
-		*coll_addr = layer_av_set_make_addr(set->addr_slot,
-						    layer_av_set_addrs.entries[set->addr_slot].gen);
+	if (!set->is_addr_current) {
+		set->coll_addr = LAYER_AV_SET_ADDR_TAG << LAYER_AV_SET_ADDR_SHIFT |
+				 (++set->av->coll_addr_seq & LAYER_AV_SET_ADDR_SEQ_MASK);
 		set->is_addr_current = true;
 	}
-	pthread_mutex_unlock(&layer_av_set_addrs.lock);
+	*coll_addr = set->coll_addr;
 	util_lock_release(&set->av->lock);
-
-	if (ret)
-		FI_WARN(&layer_prov, FI_LOG_AV, "addr: no room for another collective address\n");
-	return ret;
+	return 0;
 }
 
 int layer_av_set_get_members(struct layer_av_set *set, fi_addr_t *addrs, size_t *count)
@@ -386,7 +264,6 @@ static int layer_av_set_close(struct fid *fid)
 {
 	struct layer_av_set *set = container_of(fid, struct layer_av_set, av_set_fid.fid);
 
-	layer_av_set_addr_release(set);
 	util_av_set_fini(&set->members);
 	atomic_fetch_sub(&set->av->ref, 1);
 	free(set->comm_key);
@@ -572,7 +449,6 @@ int layer_av_set_open(struct fid_av *av_fid, struct fi_av_set_attr *attr,
 	}
 	set->av = av;
 	set->flags = attr->flags;
-	set->addr_slot = LAYER_AV_SET_ADDR_NO_SLOT;
 
 	util_lock_acquire(&av->lock);
 	if (has_range)

@@ -22,7 +22,7 @@
 
 #include <rdma/fi_ext_layer.h>
 
-#include "layer/av.h"
+#include "layer/av/av.h"
 
 /* addresses inserted per progress call, so that an EQ read stays short */
 #define LAYER_AV_EVENT_BATCH 65536
@@ -67,9 +67,13 @@ int layer_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	atomic_fetch_add(&eq->util.ref, 1);
 	util_lock_release(&av->lock);
 
-	util_lock_acquire(&eq->av_lock);
-	util_dlist_insert_tail(&av->eq_link, &eq->avs);
-	util_lock_release(&eq->av_lock);
+	/* reading the EQ completes the queued insertions */
+	av->eq_hook.progress = (struct util_progress) {
+		.progress = layer_av_progress,
+		.trywait = layer_av_trywait,
+		.arg = av,
+	};
+	util_progress_set_add(&eq->progress, &av->eq_hook);
 	return 0;
 }
 
@@ -181,8 +185,9 @@ static size_t layer_av_req_run(struct layer_av *av, struct layer_av_req *req, si
 	return budget;
 }
 
-void layer_av_progress(struct layer_av *av)
+void layer_av_progress(void *arg)
 {
+	struct layer_av *av = arg;
 	size_t budget = LAYER_AV_EVENT_BATCH;
 	struct layer_av_req *req;
 	struct fi_eq_entry entry;
@@ -217,14 +222,15 @@ void layer_av_progress(struct layer_av *av)
 	}
 }
 
-bool layer_av_has_pending(struct layer_av *av)
+int layer_av_trywait(void *arg)
 {
+	struct layer_av *av = arg;
 	bool has_pending;
 
 	pthread_mutex_lock(&av->req_lock);
 	has_pending = !util_dlist_empty(&av->reqs);
 	pthread_mutex_unlock(&av->req_lock);
-	return has_pending;
+	return has_pending ? -FI_EAGAIN : 0;
 }
 
 void layer_av_event_fini(struct layer_av *av)
@@ -233,9 +239,7 @@ void layer_av_event_fini(struct layer_av *av)
 
 	/* fi_av(3) leaves queued events alone; insertions not yet done are dropped */
 	if (av->eq) {
-		util_lock_acquire(&av->eq->av_lock);
-		util_dlist_remove(&av->eq_link);
-		util_lock_release(&av->eq->av_lock);
+		util_progress_set_del(&av->eq->progress, &av->eq_hook);
 		atomic_fetch_sub(&av->eq->util.ref, 1);
 		av->eq = NULL;
 	}

@@ -18,80 +18,91 @@
  *   sends is never delivered, and each refusal is counted (FI_OPT_LAYER_AUTH_DROPPED).
  * Nothing here runs per message: a connection remembers its key. A connection accepted
  * from a peer and adopted for sending to it (conn.c) serves the AV entry of its key, whose
- * sends carry that same key: the peer sent with it, so the peer accepts it.
+ * sends carry that same key: the peer sent with it, so the peer accepts it. Refusals are
+ * counted and logged by the core adapters, which tell the peer.
  */
 #include "config.h"
 
 #include <inttypes.h>
 #include <string.h>
 
-#include "layer/ep.h"
-#include "layer/av.h"
+#include "layer/conn/auth.h"
+#include "layer/av/av.h"
 
-int layer_auth_init(struct layer_ep *ep, const struct fi_info *info)
+int layer_auth_init(struct layer_auth *auth, struct layer_domain *domain,
+		    const struct fi_info *info)
 {
 	const struct fi_ep_attr *attr = info->ep_attr;
-	struct layer_domain *domain = ep->domain;
 
-	ep->has_av_keys = domain->auth_key_size == FI_AV_AUTH_KEY;
-	ep->auth_key = domain->auth_key;
+	auth->has_av_keys = domain->auth_key_size == FI_AV_AUTH_KEY;
+	auth->key = domain->auth_key;
+	auth->keys = NULL;
+	auth->key_cnt = 0;
 	/* fi_endpoint(3): the endpoint's own key, from API 1.5 on; the domain's without one */
 	if (FI_VERSION_LT(domain->fabric->api_version, FI_VERSION(1, 5)) || !attr->auth_key_size)
 		return 0;
 	/* fi_av(3) 1.20: with FI_AV_AUTH_KEY the keys come from the AV only */
-	if (ep->has_av_keys || !layer_auth_key_attr_ok(attr->auth_key, attr->auth_key_size,
-						       false)) {
+	if (auth->has_av_keys || !layer_auth_key_attr_ok(attr->auth_key, attr->auth_key_size,
+							 false)) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "endpoint auth_key: 1 to %d bytes, and "
 			"none in a domain with FI_AV_AUTH_KEY\n", LAYER_AUTH_KEY_MAX);
 		return -FI_EINVAL;
 	}
-	ep->auth_key.len = (uint8_t) attr->auth_key_size;
-	memcpy(ep->auth_key.bytes, attr->auth_key, ep->auth_key.len);
+	auth->key.len = (uint8_t) attr->auth_key_size;
+	memcpy(auth->key.bytes, attr->auth_key, auth->key.len);
 	return 0;
 }
 
-bool layer_auth_holds(const struct layer_ep *ep, fi_addr_t key)
+int layer_auth_enable(struct layer_auth *auth, struct layer_av *av)
+{
+	/* The keys an endpoint is enabled with stay in the AV while it lives (fi_av(3)). */
+	if (!auth->has_av_keys)
+		return 0;
+	return layer_av_keys_ref_all(av, &auth->keys, &auth->key_cnt);
+}
+
+void layer_auth_fini(struct layer_auth *auth, struct layer_av *av)
+{
+	if (auth->key_cnt)
+		layer_av_keys_unref_all(av, auth->keys, auth->key_cnt);
+	auth->keys = NULL;
+	auth->key_cnt = 0;
+}
+
+bool layer_auth_holds(const struct layer_auth *auth, fi_addr_t key)
 {
 	size_t i;
 
-	for (i = 0; i < ep->key_cnt; i++) {
-		if (ep->keys[i] == key)
+	for (i = 0; i < auth->key_cnt; i++) {
+		if (auth->keys[i] == key)
 			return true;
 	}
 	return false;
 }
 
-int layer_auth_tx_key(struct layer_ep *ep, size_t index, struct layer_key *key,
-		      fi_addr_t *handle)
+int layer_auth_tx_key(struct layer_auth *auth, struct layer_av *av, size_t index,
+		      struct layer_key *key, fi_addr_t *handle)
 {
 	*handle = FI_ADDR_NOTAVAIL;
-	if (likely(!ep->has_av_keys)) {
-		*key = ep->auth_key;
+	if (likely(!auth->has_av_keys)) {
+		*key = auth->key;
 		return 0;
 	}
-	layer_av_index_key(ep->av, index, handle, key);
-	if (*handle != FI_ADDR_NOTAVAIL && !layer_auth_holds(ep, *handle)) {
-		FI_WARN(&layer_prov, FI_LOG_EP_DATA, "send: the address was inserted with key %#"
+	layer_av_index_key(av, index, handle, key);
+	if (*handle != FI_ADDR_NOTAVAIL && !layer_auth_holds(auth, *handle)) {
+		LAYER_WARN_ONCE(FI_LOG_EP_DATA, "send: the address was inserted with key %#"
 			PRIx64 ", which the endpoint was not enabled with\n", (uint64_t) *handle);
 		return -FI_EACCES;
 	}
 	return 0;
 }
 
-bool layer_auth_accepts(struct layer_ep *ep, const struct layer_key *key, fi_addr_t *handle)
+bool layer_auth_accepts(struct layer_auth *auth, struct layer_av *av,
+			const struct layer_key *key, fi_addr_t *handle)
 {
 	*handle = FI_ADDR_NOTAVAIL;
-	if (likely(!ep->has_av_keys))
-		return layer_key_equal(key, &ep->auth_key);
-	*handle = layer_av_keys_find(ep->av, ep->keys, ep->key_cnt, key);
+	if (likely(!auth->has_av_keys))
+		return layer_key_equal(key, &auth->key);
+	*handle = layer_av_keys_find(av, auth->keys, auth->key_cnt, key);
 	return *handle != FI_ADDR_NOTAVAIL;
-}
-
-void layer_auth_refused(struct layer_ep *ep, const char *what)
-{
-	/* Warned once per endpoint, then counted: a peer with a wrong key cannot flood the log. */
-	FI_LOG(&layer_prov, ep->auth_dropped_cnt ? FI_LOG_INFO : FI_LOG_WARN, FI_LOG_EP_CTRL,
-	       "refusing %s: its authorization key is not one the endpoint accepts (%" PRIu64
-	       " refused before)\n", what, ep->auth_dropped_cnt);
-	ep->auth_dropped_cnt++;
 }

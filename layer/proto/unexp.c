@@ -1,15 +1,15 @@
 /*
  * Unexpected messages: what they hold, and the bound on it (FI_OFI_LAYER_UNEXP_MAX).
  *
- * A message that matches no posted receive is kept until one does, in arrival order (on
- * ep->unexp_msgs, or in util's tag matcher). An eager message keeps the bounce buffer it
+ * A message that matches no posted receive is kept until one does, in arrival order (in its
+ * receive queue, rxq.c). An eager message keeps the bounce buffer it
  * arrived in: no second copy. A rendezvous request, a small message (up to the inject size)
  * whose sender waits for an acknowledgement, and past the limit any small message, is copied
  * into a record of LAYER_RECORD_SIZE bytes, and its bounce buffer goes back to the core at
  * once: a large unexpected message costs its header only, a small one past the limit a
  * record instead of a whole buffer.
  *
- * ep->unexp_bytes counts what they hold, bounce buffers and records as allocated. Under the
+ * unexp->bytes counts what they hold, bounce buffers and records as allocated. Under the
  * limit nothing changes: the core gets a buffer back for every one an unexpected message
  * took from its home (MSG: the connection; RDM: the endpoint). Past it, two things happen:
  * - Stall: the core gets no buffer back, so a home runs dry once the buffers it had posted
@@ -45,13 +45,29 @@
 
 #include <string.h>
 
-#include "layer/ep.h"
+#include "layer/proto/proto.h"
+#include "layer/proto/tx.h"
+#include "layer/proto/unexp.h"
+
+int layer_unexp_init(struct layer_unexp *unexp)
+{
+	memset(unexp, 0, sizeof(*unexp));
+	unexp->limit = layer_settings.unexp_max;
+	return util_bufpool_init(&unexp->rec_pool, sizeof(struct layer_buf) + LAYER_RECORD_SIZE,
+				 0, 64, 0);
+}
+
+void layer_unexp_fini(struct layer_unexp *unexp)
+{
+	util_bufpool_fini(&unexp->rec_pool);
+}
 
 /* What a kept message counts: its bounce buffer or its record, as allocated. */
-static inline size_t layer_unexp_charge(const struct layer_ep *ep,
-					const struct layer_rx_buf *buf)
+static inline size_t layer_unexp_charge(const struct layer_proto *proto,
+					const struct layer_buf *buf)
 {
-	return buf->is_record ? ep->rec_pool.elem_size : ep->buf_pool.elem_size + buf->ext_len;
+	return buf->is_record ? proto->unexp.rec_pool.elem_size :
+				proto->core->buf_pool.elem_size + buf->ext_len;
 }
 
 /*
@@ -59,38 +75,39 @@ static inline size_t layer_unexp_charge(const struct layer_ep *ep,
  * posted (or reading), or a send is outstanding (its ACK, the peer's read request, the
  * HELLO_ACK that lets it go).
  */
-static inline bool layer_ep_is_waiting(const struct layer_ep *ep)
+static inline bool layer_unexp_is_waiting(const struct layer_proto *proto)
 {
-	return ep->rx_used || ep->tx_used;
+	return proto->rx_used || proto->tx_used;
 }
 
-static inline bool layer_unexp_is_stalled(const struct layer_ep *ep)
+static inline bool layer_unexp_is_stalled(const struct layer_proto *proto)
 {
-	return ep->unexp_bytes > ep->unexp_limit && !layer_ep_is_waiting(ep);
+	return proto->unexp.bytes > proto->unexp.limit && !layer_unexp_is_waiting(proto);
 }
 
 /*
  * Copied into a record: a message that fits one, if its sender waits for our answer or if
  * keeping its buffer would take the endpoint past its limit.
  */
-static bool layer_unexp_fits_record(const struct layer_ep *ep, const struct layer_rx_buf *buf)
+static bool layer_unexp_fits_record(const struct layer_proto *proto,
+				    const struct layer_buf *buf)
 {
-	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
 
 	return buf->len <= LAYER_RECORD_SIZE && !buf->ext &&
 	       (hdr->op == LAYER_OP_RTS || (hdr->flags & LAYER_HDR_ACK_REQ) ||
-		ep->unexp_bytes + ep->buf_pool.elem_size > ep->unexp_limit);
+		proto->unexp.bytes + proto->core->buf_pool.elem_size > proto->unexp.limit);
 }
 
-static struct layer_rx_buf *layer_unexp_record(struct layer_ep *ep,
-					       const struct layer_rx_buf *buf)
+static struct layer_buf *layer_unexp_record(struct layer_proto *proto,
+					    const struct layer_buf *buf)
 {
-	struct layer_rx_buf *rec;
+	struct layer_buf *rec;
 
-	rec = util_bufpool_get(&ep->rec_pool);
+	rec = util_bufpool_get(&proto->unexp.rec_pool);
 	if (!rec)
 		return NULL;
-	layer_buf_reset(rec, buf->conn);
+	layer_core_buf_reset(rec, buf->ctx.chan);
 	rec->is_record = true;
 	rec->len = buf->len;
 	rec->src_addr = buf->src_addr;
@@ -100,115 +117,120 @@ static struct layer_rx_buf *layer_unexp_record(struct layer_ep *ep,
 }
 
 /* Asks the peer of conn to pace its sends to this endpoint, once. */
-static void layer_unexp_pace(struct layer_ep *ep, struct layer_conn *conn)
+static void layer_unexp_pace(struct layer_proto *proto, struct layer_conn *conn)
 {
 	if (!conn || conn->is_pace_asked || conn->state == LAYER_CONN_CLOSED)
 		return;
-	if (layer_proto_send_ctrl(ep, conn, LAYER_OP_PACE, 0))
+	if (layer_tx_ctrl(proto, conn, LAYER_OP_PACE, 0, 0))
 		return;
 	FI_INFO(&layer_prov, FI_LOG_EP_DATA,
 		"unexpected messages hold %zu bytes (limit %zu): pacing a sender\n",
-		ep->unexp_bytes, ep->unexp_limit);
+		proto->unexp.bytes, proto->unexp.limit);
 	conn->is_pace_asked = true;
-	ep->is_pacing = true;
-	ep->pace_cnt++;
+	proto->unexp.is_pacing = true;
+	proto->unexp.pace_cnt++;
 }
 
-static void layer_unexp_unpace(struct layer_ep *ep)
+static void layer_unexp_unpace(struct layer_proto *proto)
 {
 	struct util_dlist *item, *tmp;
 	struct layer_conn *conn;
 
-	ep->is_pacing = false;
+	proto->unexp.is_pacing = false;
 	/* A failed send moves its connection off the list, and only that one. */
-	util_dlist_foreach_safe(&ep->conns, item, tmp) {
+	util_dlist_foreach_safe(&proto->conns->live, item, tmp) {
 		conn = container_of(item, struct layer_conn, link);
 		if (!conn->is_pace_asked)
 			continue;
 		conn->is_pace_asked = false;
 		/* Without memory for it, the peer stays paced: slower, never wrong. */
-		layer_proto_send_ctrl(ep, conn, LAYER_OP_UNPACE, 0);
+		layer_tx_ctrl(proto, conn, LAYER_OP_UNPACE, 0, 0);
 	}
 }
 
-struct layer_rx_buf *layer_unexp_keep(struct layer_ep *ep, struct layer_rx_buf *buf)
+struct layer_buf *layer_unexp_keep(struct layer_proto *proto, struct layer_buf *buf)
 {
-	const struct layer_hdr *hdr = (const struct layer_hdr *) buf->data;
-	struct layer_conn *conn = buf->conn;
-	struct layer_rx_buf *kept = buf, *spare = NULL;
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_unexp *unexp = &proto->unexp;
+	struct layer_buf *kept = buf, *spare = NULL;
+	struct layer_chan *home = buf->ctx.chan;
 
-	if (layer_unexp_fits_record(ep, buf)) {
-		kept = layer_unexp_record(ep, buf);
+	if (layer_unexp_fits_record(proto, buf)) {
+		kept = layer_unexp_record(proto, buf);
 		if (kept)
 			spare = buf;
 		else
 			kept = buf;
 	}
-	ep->unexp_bytes += layer_unexp_charge(ep, kept);
-	ep->unexp_cnt++;
-	if (ep->unexp_bytes > ep->unexp_max_bytes)
-		ep->unexp_max_bytes = ep->unexp_bytes;
+	unexp->bytes += layer_unexp_charge(proto, kept);
+	unexp->cnt++;
+	if (unexp->bytes > unexp->max_bytes)
+		unexp->max_bytes = unexp->bytes;
 
-	if (unlikely(ep->unexp_bytes > ep->unexp_limit)) {
+	if (unlikely(unexp->bytes > unexp->limit)) {
 		/* Its sender does not wait for us and it is too big for a record: pace it. */
 		if (hdr->op == LAYER_OP_EAGER && hdr->size > LAYER_INJECT_SIZE &&
 		    !(hdr->flags & LAYER_HDR_ACK_REQ))
-			layer_unexp_pace(ep, conn);
-		if (!layer_ep_is_waiting(ep)) {
+			layer_unexp_pace(proto, home ? home->conn : NULL);
+		if (!layer_unexp_is_waiting(proto)) {
 			/* Held back: the home runs one buffer short. */
-			ep->is_short = true;
-			ep->stall_cnt++;
+			unexp->is_short = true;
+			unexp->stall_cnt++;
 			if (spare)
-				layer_buf_put(ep, spare);
+				layer_core_buf_put(proto->core, spare);
 			return kept;
 		}
 	}
 	if (!spare)
-		spare = util_bufpool_get(&ep->buf_pool);
-	if (spare && layer_core_post_buf(ep, conn, spare))
-		layer_buf_put(ep, spare);
+		spare = layer_core_buf_get(proto->core);
+	if (spare) {
+		layer_core_buf_reset(spare, home);
+		layer_core_repost(proto->core, spare);
+	}
 	return kept;
 }
 
-void layer_unexp_put(struct layer_ep *ep, struct layer_rx_buf *buf)
+void layer_unexp_put(struct layer_proto *proto, struct layer_buf *buf)
 {
-	ep->unexp_bytes -= layer_unexp_charge(ep, buf);
-	ep->unexp_cnt--;
+	proto->unexp.bytes -= layer_unexp_charge(proto, buf);
+	proto->unexp.cnt--;
 	if (buf->is_record)
-		util_bufpool_put(&ep->rec_pool, buf);
+		util_bufpool_put(&proto->unexp.rec_pool, buf);
 	else
-		layer_buf_put(ep, buf);
+		layer_core_buf_put(proto->core, buf);
 }
 
-void layer_unexp_release(struct layer_ep *ep, struct layer_rx_buf *buf)
+void layer_unexp_release(struct layer_proto *proto, struct layer_buf *buf)
 {
 	if (buf->is_record) {
-		layer_unexp_put(ep, buf);
+		layer_unexp_put(proto, buf);
 	} else {
 		/* Its home posts it if it was left short, else it goes to the pool. */
-		ep->unexp_bytes -= layer_unexp_charge(ep, buf);
-		ep->unexp_cnt--;
-		layer_proto_repost_buf(ep, buf);
+		proto->unexp.bytes -= layer_unexp_charge(proto, buf);
+		proto->unexp.cnt--;
+		layer_core_repost(proto->core, buf);
 	}
-	layer_unexp_check(ep);
+	layer_unexp_check(proto);
 }
 
-void layer_unexp_peek_missed(struct layer_ep *ep)
+void layer_unexp_peek_missed(struct layer_proto *proto)
 {
-	if (!ep->is_short)
+	if (!proto->unexp.is_short)
 		return;
-	if (layer_unexp_is_stalled(ep))
-		ep->core->refill(ep, 1);
+	if (layer_unexp_is_stalled(proto))
+		proto->core->ops->refill(proto->core, 1);
 	else
-		layer_unexp_update(ep);
+		layer_unexp_update(proto);
 }
 
-void layer_unexp_update(struct layer_ep *ep)
+void layer_unexp_update(struct layer_proto *proto)
 {
-	if (ep->is_short && !layer_unexp_is_stalled(ep)) {
-		ep->is_short = false;
-		ep->core->refill(ep, SIZE_MAX);
+	struct layer_unexp *unexp = &proto->unexp;
+
+	if (unexp->is_short && !layer_unexp_is_stalled(proto)) {
+		unexp->is_short = false;
+		proto->core->ops->refill(proto->core, SIZE_MAX);
 	}
-	if (ep->is_pacing && ep->unexp_bytes <= ep->unexp_limit / 2)
-		layer_unexp_unpace(ep);
+	if (unexp->is_pacing && unexp->bytes <= unexp->limit / 2)
+		layer_unexp_unpace(proto);
 }

@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "layer/av.h"
+#include "layer/av/av.h"
 
 #define LAYER_AV_SHM_MAGIC 0x6c61796572617631ULL /* "layerav1" */
 /*

@@ -21,7 +21,7 @@
 
 #include <rdma/fi_ext_layer.h>
 
-#include "layer/av.h"
+#include "layer/av/av.h"
 
 /* key table entries: the length, then the key zero-padded */
 #define LAYER_AV_KEY_LEN (1 + FI_LAYER_AUTH_KEY_MAX_SIZE)
@@ -374,20 +374,7 @@ int layer_av_remove_keys(struct layer_av *av, const fi_addr_t *fi_addr, size_t c
 	return ret;
 }
 
-int layer_av_key_ref(struct layer_av *av, fi_addr_t key)
-{
-	size_t index;
-	int ret;
-
-	util_lock_acquire(&av->lock);
-	ret = layer_av_key_resolve(av, key, &index);
-	if (!ret)
-		av->keys->refs[index]++;
-	util_lock_release(&av->lock);
-	return ret;
-}
-
-void layer_av_key_unref(struct layer_av *av, fi_addr_t key)
+static void layer_av_key_unref(struct layer_av *av, fi_addr_t key)
 {
 	size_t index;
 
@@ -434,20 +421,6 @@ void layer_av_keys_unref_all(struct layer_av *av, fi_addr_t *keys, size_t count)
 	for (i = 0; i < count; i++)
 		layer_av_key_unref(av, keys[i]);
 	free(keys);
-}
-
-int layer_av_addr_key(struct layer_av *av, fi_addr_t fi_addr, fi_addr_t *key)
-{
-	uint32_t key_index;
-	size_t index;
-
-	if (layer_av_resolve(av, fi_addr, NULL, &index))
-		return -FI_EINVAL;
-	util_lock_acquire(&av->lock);
-	key_index = av->entry_keys && index < av->entry_keys_cap ? av->entry_keys[index] : 0;
-	*key = key_index ? layer_av_key_handle(av->keys, key_index - 1) : FI_ADDR_NOTAVAIL;
-	util_lock_release(&av->lock);
-	return 0;
 }
 
 void layer_av_index_key(struct layer_av *av, size_t index, fi_addr_t *handle,

@@ -26,7 +26,7 @@
 
 #include <rdma/fi_ext_layer.h>
 
-#include "layer/av.h"
+#include "layer/av/av.h"
 
 #define LAYER_AV_INSERT_FLAGS (FI_MORE | FI_SYNC_ERR | FI_AV_USER_ID | FI_AUTH_KEY)
 /* fi_addr lists up to this long are decoded on the stack by remove */
@@ -107,7 +107,7 @@ size_t layer_av_insert_range(struct layer_av *av, const struct layer_av_ins *ins
 	/* one rebuild and one allocation for the whole call; failures show per address */
 	(void) util_av_table_reserve(&av->table, n);
 	for (i = start; i < start + n; i++) {
-		ret = layer_av_normalize(addr_format, ins->addrs + i * av->addrlen, av->addrlen,
+		ret = layer_addr_normalize(addr_format, ins->addrs + i * av->addrlen, av->addrlen,
 					 norm);
 		if (!ret && (ins->flags & FI_AUTH_KEY)) {
 			key_index = layer_av_key_index(av, ins->ids_in[i]);
@@ -147,6 +147,8 @@ size_t layer_av_insert_range(struct layer_av *av, const struct layer_av_ins *ins
 	if (!(ins->flags & FI_MORE))
 		util_av_table_flush(&av->table);
 	layer_av_write_unlock(av);
+	if (inserted)
+		layer_av_notify_inserted(av);
 	pthread_mutex_unlock(&av->listener_lock);
 	return inserted;
 }
@@ -392,7 +394,7 @@ int layer_av_resolve_svc(struct layer_av *av, const char *node, const char *serv
 	if (av->domain->addr_format == FI_ADDR_STR) {
 		if (!node || service)
 			return -FI_EINVAL;
-		return layer_av_normalize(FI_ADDR_STR, node, strlen(node) + 1, addr) ?
+		return layer_addr_normalize(FI_ADDR_STR, node, strlen(node) + 1, addr) ?
 		       FI_EINVAL : 0;
 	}
 	if (node && strstr(node, "://")) {

@@ -1,35 +1,37 @@
 /*
- * Wire protocol of ofi_layer: every message starts with a fixed, versioned header. Eager
- * messages carry their payload right after it; a rendezvous request (RTS) carries the
- * sender's registered segments, which the receiver reads with the core's RMA read once the
- * message is matched, and acknowledges with an ACK. Over an RDM core, the first message to a
- * peer is a HELLO with the sender's address, answered by HELLO_ACK (conn_rdm.c); over a MSG
- * core that address travels in the connection request (struct layer_hello). A receiver whose
+ * Wire protocol of ofi_layer, version 2: what travels between two endpoints, whatever the
+ * core. Every message starts with a fixed 40-byte header. Eager messages carry their payload
+ * right after it; a rendezvous request (RTS) carries the sender's registered segments, which
+ * the receiver reads with the core's RMA read once the message is matched, and acknowledges
+ * with an ACK (which also answers an eager message sent with ACK_REQ). A receiver whose
  * unexpected messages hold more than its bound sends PACE to their senders, which then send
- * their messages above the inject size by rendezvous, until UNPACE (unexp.c).
+ * their messages above the inject size by rendezvous, until UNPACE.
  *
- * Authorization keys travel once per connection: after the address in the connection
- * request (MSG core), or after the address in a HELLO (RDM core), where each key a sender
- * uses with a peer is a numbered slot (the HELLO's msg_id) and every eager message and RTS
- * names its slot (key_slot). A receiver that refuses the key rejects the connection request
- * (struct layer_reject) or answers HELLO_NAK. Without a key, every message is byte for byte
- * what version 1 sent before keys existed (key_slot 0, no key bytes), so the version stays 1.
+ * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
+ * - over a MSG core the connection request carries struct layer_hello (the requester's
+ *   listening address, the largest eager payload its buffers take, its authorization key),
+ *   its acceptance struct layer_accept, a refusal struct layer_reject;
+ * - over an RDM core the first message to a peer for each key (a numbered slot) is a HELLO
+ *   carrying the sender's address and the key, answered by HELLO_ACK (whose data field says
+ *   what the answering endpoint's buffers take) or HELLO_NAK (the key is refused).
+ * Every field is always present: version 2 has no "not said" values. Version 1 peers are
+ * refused (their handshakes and headers fail validation).
  */
-#ifndef LAYER_PROTO_H
-#define LAYER_PROTO_H
+#ifndef LAYER_CORE_WIRE_H
+#define LAYER_CORE_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "layer/layer.h"
 
-#define LAYER_PROTO_VERSION 1
+#define LAYER_PROTO_VERSION 2
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
 	X(EAGER, "eager")         /* header + payload */                     \
 	X(RTS, "rts")             /* rendezvous request */                   \
-	X(ACK, "ack")             /* rendezvous data pulled */               \
+	X(ACK, "ack")             /* rendezvous data pulled, or ACK_REQ met */ \
 	X(HELLO, "hello")         /* RDM core: the sender's address, key */  \
 	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */    \
 	X(HELLO_NAK, "hello-nak") /* RDM core: the HELLO's key is refused */ \
@@ -59,13 +61,12 @@ struct layer_hdr {
 	uint8_t op;         /* enum layer_op */
 	uint16_t flags;     /* LAYER_HDR_* */
 	uint16_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
-	uint16_t key_slot;  /* EAGER, RTS over an RDM core: the sender's key slot (0: the
-			     * first, or no key); 0 otherwise */
-	uint64_t size;      /* EAGER: payload bytes; RTS: message size */
+	uint16_t key_slot;  /* EAGER, RTS over an RDM core: the sender's key slot; else 0 */
+	uint64_t size;      /* EAGER: payload bytes; RTS: message size; HELLO: address and key */
 	uint64_t tag;       /* tagged messages: the tag */
 	uint64_t data;      /* remote CQ data; HELLO_ACK: the largest eager payload the
-			     * answering endpoint's buffers take (0: not said, as before) */
-	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of it;
+			     * answering endpoint's buffers take */
+	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of the send;
 			     * HELLO, HELLO_ACK, HELLO_NAK: the key slot */
 };
 
@@ -81,31 +82,35 @@ struct layer_rts_seg {
 #define LAYER_RTS_MAX_SEGS LAYER_IOV_LIMIT
 
 /*
+ * Whether a message of len bytes (header included) is well formed for its operation: the
+ * version, the flags, the length the operation implies, and (is_valid) that an RTS's
+ * segments add up to its size. fits needs the header only (direct receive asks while the
+ * rest is still arriving). HELLO is the RDM adapter's to check further (address and key).
+ */
+bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len);
+bool layer_hdr_is_valid(const struct layer_hdr *hdr, size_t len);
+
+/*
  * Over an RDM core, the key slots one sender uses with one peer: at most this many
  * distinct keys (a slot is never reused while the peer lives).
  */
 #define LAYER_KEY_SLOT_MAX 1024
 
-/*
- * Handshake carried in the core's connection request. A requester without a key sends the
- * first LAYER_HELLO_BASE_SIZE bytes only (as before keys existed).
- */
+/* MSG core: the handshake carried in the core's connection request. */
 struct layer_hello {
 	uint32_t magic;     /* LAYER_HELLO_MAGIC */
 	uint8_t version;    /* LAYER_PROTO_VERSION */
 	uint8_t addrlen;    /* bytes of addr in use */
-	uint16_t rx_eager_kib; /* the largest eager payload the requester's buffers take, in
-				* KiB; 0: its peer's own eager_size (before this was said) */
+	uint16_t rx_eager_kib; /* the largest eager payload the requester's buffers take, KiB */
 	uint8_t addr[28];   /* the requester's listening address (normalised) */
-	uint8_t key_len;    /* the requester's authorization key: 1..LAYER_AUTH_KEY_MAX */
+	uint8_t key_len;    /* the requester's authorization key: 0 (none) .. LAYER_AUTH_KEY_MAX */
 	uint8_t key_reserved[3];
 	uint8_t key[LAYER_AUTH_KEY_MAX];
 };
 
 #define LAYER_HELLO_MAGIC 0x6c617972u /* "layr" */
-#define LAYER_HELLO_BASE_SIZE offsetof(struct layer_hello, key_len)
 
-/* Carried by the acceptance of a connection request: what the acceptor's buffers take. */
+/* MSG core: carried by the acceptance of a connection request. */
 struct layer_accept {
 	uint32_t magic;     /* LAYER_HELLO_MAGIC */
 	uint8_t version;    /* LAYER_PROTO_VERSION */
@@ -113,7 +118,8 @@ struct layer_accept {
 	uint16_t rx_eager_kib; /* as in struct layer_hello */
 };
 
-/* Carried by a refusal of a connection request (fi_reject), so the requester knows why. */
+/* MSG core: carried by a refusal of a connection request (fi_reject), so the requester
+ * knows why. */
 struct layer_reject {
 	uint32_t magic;     /* LAYER_HELLO_MAGIC */
 	uint8_t version;    /* LAYER_PROTO_VERSION */
@@ -125,4 +131,4 @@ enum layer_reject_reason {
 	LAYER_REJECT_AUTH_KEY = 1, /* the requester's key is not one the endpoint accepts */
 };
 
-#endif /* LAYER_PROTO_H */
+#endif /* LAYER_CORE_WIRE_H */

@@ -1,0 +1,294 @@
+/*
+ * Core adapters: the bottom of the endpoint's stack (ep/ep.h draws the whole of it). An
+ * adapter runs one kind of core endpoint and hides what differs between kinds:
+ * - core_msg.c, connected (FI_EP_MSG) cores such as libfabric 1.17's tcp: a passive endpoint
+ *   listens, each channel is a core endpoint of its own whose connection request carries the
+ *   handshake (wire.h), receive buffers are posted per channel, and over tcp 1.17 payloads
+ *   can land straight in the matched receive (direct receive);
+ * - core_rdm.c, reliable-datagram (FI_EP_RDM) cores such as net and shm: one core endpoint
+ *   and one core AV, a channel is a peer's address in that AV and one of the sender's key
+ *   slots, announced by a HELLO.
+ *
+ * A channel (struct layer_chan) is one way to a peer through the core; the connection layer
+ * above (conn/conn.h) gives each the connection it carries. An adapter knows nothing above
+ * it: it reaches the connection layer only through the upcalls the endpoint gives it at
+ * open (struct layer_core_upcalls), and everything it posts to the core on the upper
+ * layers' behalf is a struct layer_ctx it hands back, completed, through one of them.
+ *
+ * Everything here runs under the endpoint's lock (when it has one); nothing is thread safe.
+ */
+#ifndef LAYER_CORE_CORE_H
+#define LAYER_CORE_CORE_H
+
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+
+#include "layer/layer.h"
+#include "layer/domain.h"
+#include "layer/core/wire.h"
+#include "util/bufpool.h"
+#include "util/tagm.h"
+
+struct layer_chan;
+struct layer_conn;
+struct layer_rx;
+
+/* What every context given to the core is: its first field says which. */
+enum layer_ctx_type {
+	LAYER_CTX_BUF,      /* struct layer_buf: a posted receive buffer (the adapter's) */
+	LAYER_CTX_SEND,     /* a send of the layers above */
+	LAYER_CTX_READ,     /* an RMA read of the layers above */
+	LAYER_CTX_CTRL,     /* a handshake message of the adapter (RDM) */
+};
+
+/* The head of every context given to the core: its kind and the channel it went on. */
+struct layer_ctx {
+	enum layer_ctx_type type;
+	struct layer_chan *chan;
+};
+
+/*
+ * One received message on its way up: posted by an adapter, completed by the core, handed to
+ * the receive path (proto/rx.c), kept by it while unexpected, given back to the adapter when
+ * done with. Each group of fields belongs to the layer named.
+ */
+struct layer_buf {
+	/* core adapter */
+	struct layer_ctx ctx;           /* LAYER_CTX_BUF; chan: its home while posted (RDM:
+					* NULL), then the channel it came on (NULL once that
+					* is gone); first */
+	struct util_dlist link;        /* the adapter's posted list, then the receive path's */
+	size_t len;                    /* bytes received, header included */
+	void *ext;                     /* direct receive: payload allocation (ext_len bytes)
+					* when the buffer cannot hold it */
+	size_t ext_len;
+	bool is_placed;                /* direct receive: the payload went straight into the
+					* receive it matched (rx) */
+	/* connection layer: who sent it */
+	fi_addr_t src_addr;            /* the sender's AV entry, or FI_ADDR_NOTAVAIL */
+	fi_addr_t key;                 /* its connection's AV key handle, or FI_ADDR_NOTAVAIL */
+	/* receive path */
+	bool is_record;                /* an unexpected message's copy (proto/unexp.c), not a
+					* core buffer */
+	bool is_unmatched;             /* direct receive: counted as arriving unmatched */
+	struct layer_rx *rx;           /* direct receive: the receive it matched while arriving */
+	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
+	/* header, then payload */
+	uint8_t data[] __attribute__((aligned(16)));
+};
+
+/* Where a received message's payload is. */
+static inline uint8_t *layer_buf_payload(struct layer_buf *buf)
+{
+	return buf->ext ? (uint8_t *) buf->ext : buf->data + LAYER_HDR_SIZE;
+}
+
+static inline const struct layer_hdr *layer_buf_hdr(const struct layer_buf *buf)
+{
+	return (const struct layer_hdr *) buf->data;
+}
+
+/* Data bytes of a record: a rendezvous request, or a message up to the inject size. */
+#define LAYER_RECORD_SIZE (LAYER_HDR_SIZE + UTIL_MAX(LAYER_INJECT_SIZE, \
+				LAYER_RTS_MAX_SEGS * sizeof(struct layer_rts_seg)))
+
+/* One way to a peer through the core. */
+struct layer_chan {
+	struct layer_conn *conn;       /* the connection it carries (conn/), opaque here;
+					* NULL until the layer above takes the channel */
+	struct layer_core *core;
+	struct fid_ep *core_ep;        /* MSG: its own, NULL once closed; RDM: the endpoint's */
+	fi_addr_t core_addr;           /* MSG: FI_ADDR_UNSPEC; RDM: the peer in the core AV */
+	bool is_outgoing;              /* opened by this endpoint (connect) */
+	bool is_two_way;               /* an incoming channel can carry this endpoint's data
+					* to the peer too (MSG: a connection is both ways; RDM:
+					* no, it is the peer's key slot, ours are announced) */
+	uint16_t key_slot;             /* RDM: outgoing, our slot at the peer; incoming, the
+					* peer's slot; MSG: 0 */
+	size_t tx_eager;               /* the largest eager payload the peer's buffers take,
+					* from its handshake; 0 until then */
+	uint8_t peer_addr[LAYER_ADDR_MAX]; /* the peer's address, normalised (MSG: listening) */
+};
+
+/*
+ * What an adapter calls above it: the connection layer's entries (conn/conn.c), set by the
+ * endpoint at open with their argument (core->up_arg). err values are positive errnos.
+ */
+struct layer_core_upcalls {
+	/*
+	 * A peer opened chan (MSG: a connection request; RDM: the HELLO of a new key slot),
+	 * using key: 0 when it is taken (chan->conn set), -FI_EACCES when the key is refused,
+	 * -FI_ENOMEM. On refusal the adapter tells the peer why and frees the channel.
+	 */
+	int (*accept)(void *arg, struct layer_chan *chan, const struct layer_key *key);
+	/* An outgoing chan is connected: the peer's handshake is in (chan->tx_eager set). */
+	void (*connected)(void *arg, struct layer_chan *chan);
+	/* chan failed: nothing more goes on it. FI_EACCES: the peer refused its key. */
+	void (*failed)(void *arg, struct layer_chan *chan, int err);
+	/* A message arrived in buf (buf->ctx.chan, buf->len set; its header not yet checked). */
+	void (*recv)(void *arg, struct layer_buf *buf);
+	/* The message of a buffer will not arrive (its channel is gone): buf is handed up. */
+	void (*buf_lost)(void *arg, struct layer_buf *buf, int err);
+	/* A send or read posted from above with ctx completed (err 0 on success). */
+	void (*done)(void *arg, struct layer_ctx *ctx, int err);
+	/*
+	 * Direct receive: the header of buf's message is in (buf->len counts the whole
+	 * message); fill iov (at most *count entries) with where its payload goes: 0 or -FI_E*
+	 * (the core then fails the buffer and closes the channel). Runs inside the core's
+	 * progress: it must not call the core.
+	 */
+	int (*place)(void *arg, struct layer_buf *buf, struct iovec *iov, size_t *count);
+};
+
+struct layer_core;
+
+/* What differs between core kinds, chosen when the endpoint opens. */
+struct layer_core_ops {
+	/*
+	 * The core holds the operations of every channel on one endpoint: a failed channel's
+	 * sends and reads in flight still complete through the core, so its connection is
+	 * freed only once they have. (MSG: closing a channel's core endpoint drops them.)
+	 */
+	bool has_shared_ep;
+	/* fi_enable: opens what receives (listener, or the core endpoint); fills core->addr.
+	 * tx_size: the most sends the layers above keep posted. */
+	int (*enable)(struct layer_core *core, size_t tx_size);
+	/* A new outgoing channel to addr whose messages carry key (len 0: none): connected at
+	 * once when *is_up (RDM: the peer knows the key already), else once the upcall
+	 * connected() says so. */
+	int (*connect)(struct layer_core *core, const void *addr, const struct layer_key *key,
+		       struct layer_chan **chan, bool *is_up);
+	/* chan failed: its core side goes (MSG: its core endpoint, dropping what it holds). */
+	void (*chan_close)(struct layer_chan *chan);
+	/* The connection of chan is gone: buffers still posted for it go up (buf_lost) with
+	 * err, chan is freed. */
+	void (*chan_free)(struct layer_chan *chan, int err);
+	/* Reads core events and completions, calling the upcalls. */
+	void (*progress)(struct layer_core *core);
+	/* fi_trywait on the core's wait objects: 0 when the caller may sleep on them. */
+	int (*trywait)(struct layer_core *core);
+	/* Posts buf for the messages of chan (RDM: of any peer; chan unused), unless its home
+	 * holds as many as it keeps: -FI_EAGAIN then. */
+	int (*post_buf)(struct layer_core *core, struct layer_chan *chan, struct layer_buf *buf);
+	/* Posts buffers until every home holds min(upto, the number it keeps). */
+	void (*refill)(struct layer_core *core, size_t upto);
+	/* Endpoint close: closes the core objects (nothing completes after) and frees what the
+	 * adapter holds itself; the channels are freed by the caller (chan_free). */
+	void (*close)(struct layer_core *core);
+};
+
+/* The endpoint's core side. Adapters embed it first in their own struct. */
+struct layer_core {
+	const struct layer_core_ops *ops;
+	const struct layer_core_upcalls *up;
+	void *up_arg;
+	struct layer_domain *domain;
+	struct fi_info *info;          /* the template of the core's endpoints */
+	struct fid_cq *cq;             /* every core endpoint of this endpoint reports here */
+	int cq_fd;                     /* its wait fd, or -1 (none until one is asked for) */
+	struct fid_eq *eq;             /* MSG: connection events; RDM: unused */
+	int eq_fd;
+	uint8_t addr[LAYER_ADDR_MAX];  /* the endpoint's address, normalised: MSG the
+					* listener's, RDM the core endpoint's */
+	size_t addrlen;
+	size_t iov_limit;              /* iov entries one core send takes */
+	size_t inject_size;            /* bytes one core inject takes (header included) */
+	bool has_virt_addr;            /* core RMA addresses are virtual addresses */
+	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
+	size_t buf_size;               /* header + eager payload (direct receive: a record) */
+	size_t direct_max;             /* direct receive: the largest eager payload taken */
+	uint64_t dropped_cnt;          /* messages dropped as malformed or unroutable */
+	uint64_t refused_cnt;          /* handshakes and messages refused for their key */
+};
+
+/*
+ * Opens the core side of an endpoint over domain's core (MSG or RDM adapter by its core
+ * info), with info's source address: core CQ without a wait fd, core EQ, buffer pool.
+ * up and up_arg: the upcalls. 0 or -FI_E*.
+ */
+int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
+		    const struct layer_core_upcalls *up, void *up_arg, struct layer_core **core);
+/* After ops->close and every chan_free: frees the rest. */
+void layer_core_free(struct layer_core *core);
+/*
+ * A CQ or counter that can block was bound: the core CQ gets a wait fd (before enable; its
+ * fd then is core->cq_fd). A core without wait objects (shm) keeps none: 0 all the same.
+ */
+int layer_core_cq_wait(struct layer_core *core);
+
+/* Sets up direct receive on a MSG core domain when the core has it; true if it is on. */
+bool layer_core_msg_direct_recv_init(struct layer_domain *domain);
+
+/* The adapters' allocations of their struct (layer_core first), zeroed, ops set. */
+struct layer_core *layer_core_msg_alloc(void);
+struct layer_core *layer_core_rdm_alloc(void);
+
+/* Counts a refusal for a key and logs it: a warning once per endpoint, then info. */
+void layer_core_refused(struct layer_core *core, const char *what);
+/* Counts a message dropped as malformed or unroutable and logs it (as above). */
+void layer_core_dropped(struct layer_core *core, const struct layer_buf *buf, const char *why);
+
+/* Buffers: taken from and given back to the pool. */
+static inline struct layer_buf *layer_core_buf_get(struct layer_core *core)
+{
+	return util_bufpool_get(&core->buf_pool);
+}
+
+static inline void layer_core_buf_put(struct layer_core *core, struct layer_buf *buf)
+{
+	if (unlikely(buf->ext)) {
+		free(buf->ext);
+		buf->ext = NULL;
+		buf->ext_len = 0;
+	}
+	util_bufpool_put(&core->buf_pool, buf);
+}
+
+/* A buffer done with goes back to its home (the channel it came on, RDM: the endpoint), or
+ * to the pool when the home is full or gone. */
+static inline void layer_core_repost(struct layer_core *core, struct layer_buf *buf)
+{
+	if (unlikely(buf->ext)) {
+		free(buf->ext);
+		buf->ext = NULL;
+		buf->ext_len = 0;
+	}
+	if (core->ops->post_buf(core, buf->ctx.chan, buf))
+		util_bufpool_put(&core->buf_pool, buf);
+}
+
+/* The data path's core calls, the same for every kind (a channel names its endpoint and the
+ * peer's address on it). ctx->chan must be chan. */
+static inline ssize_t layer_core_sendv(struct layer_chan *chan, const struct iovec *iov,
+				       size_t count, struct layer_ctx *ctx)
+{
+	return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
+}
+
+static inline ssize_t layer_core_inject(struct layer_chan *chan, const void *buf, size_t len)
+{
+	return fi_inject(chan->core_ep, buf, len, chan->core_addr);
+}
+
+static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t len,
+				      uint64_t addr, uint64_t key, struct layer_ctx *ctx)
+{
+	return fi_read(chan->core_ep, buf, len, NULL, chan->core_addr, addr, key, ctx);
+}
+
+/* A buffer about to be posted: nothing decided about it yet. */
+static inline void layer_core_buf_reset(struct layer_buf *buf, struct layer_chan *chan)
+{
+	buf->ctx.type = LAYER_CTX_BUF;
+	buf->ctx.chan = chan;
+	buf->is_record = false;
+	buf->rx = NULL;
+	buf->ext = NULL;
+	buf->ext_len = 0;
+	buf->is_placed = false;
+	buf->is_unmatched = false;
+}
+
+#endif /* LAYER_CORE_CORE_H */

@@ -1,0 +1,697 @@
+/*
+ * The core adapter for connected (MSG) cores (core.h): a passive endpoint listens for peers;
+ * each channel is a core endpoint of its own, an outgoing one opened by connect() with the
+ * requester's listening address, eager size and authorization key in its connection request
+ * (struct layer_hello); receive buffers are posted per channel. A request whose key the
+ * connection layer refuses is rejected with the reason (struct layer_reject), and the
+ * requester's channel fails with FI_EACCES. A channel that fails or shuts down is reported
+ * up (failed), as is every error completion of an operation on it: on a connected core an
+ * operation fails only with its connection.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "layer/addr.h"
+#include "layer/core/core.h"
+
+_Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockaddr_in6),
+	       "the hello holds a listening address (MSG cores have sockaddr addresses only)");
+
+/*
+ * Buffers posted on a channel: incoming ones carry the peer's messages. On outgoing ones
+ * control replies (rendezvous ACKs) arrive, and user data only once the peer sends on the
+ * connection too (conn/conn.c adopts accepted connections): the rest of the buffers are
+ * posted when the first data message comes. The core holds what finds no buffer.
+ */
+#define LAYER_CTRL_BUF_CNT 8
+
+/*
+ * Connection events are rare next to completions, and a core EQ read costs about as much as
+ * a whole progress call that finds nothing (tcp: 0.7 us against 0.6 us, measured). The EQ
+ * is read once eq_period progress calls have passed since the last read, or once the coarse
+ * clock has moved on (a kernel tick, 1 to 4 ms), whichever comes first. The period is
+ * LAYER_EQ_PERIOD_MIN after an event and once this endpoint asks for a connection, and
+ * doubles after each read that finds nothing, up to LAYER_EQ_PERIOD_MAX: an endpoint that
+ * spins reads its EQ every few microseconds while connections are being made and a few
+ * hundred times less often once they are, and one that makes progress seldom reads it on
+ * each call. Blocking waits see the EQ's fd.
+ */
+#define LAYER_EQ_PERIOD_MIN 16
+#define LAYER_EQ_PERIOD_MAX 256
+
+struct layer_msg_core {
+	struct layer_core core;        /* first */
+	struct fid_pep *pep;           /* the listener */
+	struct util_dlist chans;       /* every struct layer_msg_chan not yet freed */
+	unsigned eq_calls;             /* progress calls since the last EQ read */
+	unsigned eq_period;            /* calls between reads at most */
+	uint64_t eq_read_ns;           /* coarse clock at the last read */
+};
+
+struct layer_msg_chan {
+	struct layer_chan chan;        /* first; the core endpoint's context */
+	struct util_dlist link;        /* mcore->chans */
+	struct util_dlist posted_bufs; /* struct layer_buf posted on it */
+	size_t posted_cnt;
+	bool is_ctrl_only;             /* outgoing, no user data seen on it yet: a few buffers */
+};
+
+static inline struct layer_msg_core *layer_msg_core_of(struct layer_core *core)
+{
+	return container_of(core, struct layer_msg_core, core);
+}
+
+static inline struct layer_msg_chan *layer_msg_chan_of(struct layer_chan *chan)
+{
+	return container_of(chan, struct layer_msg_chan, chan);
+}
+
+/*
+ * Direct receive, over libfabric 1.17's tcp: the core domain takes a callback of ours
+ * through fi_set_ops("ofix_dynamic_rbuf_v2"), an extension of tcp's own that rxm uses
+ * (DESIGN.md has the facts checked on this platform). tcp then reads the first bytes of each
+ * message into the buffer posted for it, calls back with the message's length, and reads the
+ * rest into the iov the callback returns: an expected payload goes straight into the user's
+ * buffer (the receive path's place upcall), one copy in all on this side.
+ * - Buffers post the header only: tcp does not cut a posted buffer to its message, so a
+ *   longer one would swallow the next message's first bytes. Every message of the protocol
+ *   starts with the whole header; a shorter one (a peer that is not ofi_layer) leaves the
+ *   connection's stream broken, and the connection with it.
+ * - The callback runs inside fi_cq_read on the endpoint's core CQ, so under the endpoint's
+ *   lock (progress), and with tcp's endpoint lock: nothing in it calls the core.
+ * - A callback error makes tcp fail the buffer and close the connection.
+ * The two structures are libfabric's internal ABI (include/ofi_cq.h, 1.17), declared here:
+ * only runtime 1.17, whose tcp has been checked, gets the extension.
+ */
+struct layer_core_rbuf_entry {
+	void *op_context;          /* the posted buffer's context: our struct layer_buf */
+	uint64_t flags;
+	size_t len;                /* the whole message, header included */
+	void *buf;                 /* the posted buffer, holding the header */
+	uint64_t data;
+	uint64_t tag;
+	void *ep_context;          /* the core endpoint's context: our struct layer_chan */
+};
+
+struct layer_core_rbuf_ops {
+	size_t size;
+	ssize_t (*get_rbuf)(struct layer_core_rbuf_entry *entry, struct iovec *iov,
+			    size_t *count);
+};
+
+static ssize_t layer_msg_get_rbuf(struct layer_core_rbuf_entry *entry, struct iovec *iov,
+				  size_t *count)
+{
+	struct layer_buf *buf = entry->op_context;
+	struct layer_core *core = buf->ctx.chan->core;
+
+	/* a runt (not from ofi_layer): its stream is lost already, close the connection */
+	if (unlikely(entry->len < LAYER_HDR_SIZE))
+		return -FI_EIO;
+	buf->len = entry->len;
+	return core->up->place(core->up_arg, buf, iov, count);
+}
+
+/* tcp keeps a pointer to it for the domain's life. */
+static struct layer_core_rbuf_ops layer_msg_rbuf_ops = {
+	.size = sizeof(layer_msg_rbuf_ops),
+	.get_rbuf = layer_msg_get_rbuf,
+};
+
+bool layer_core_msg_direct_recv_init(struct layer_domain *domain)
+{
+	uint32_t version = fi_version();
+	int ret;
+
+	if (!layer_settings.direct_recv || FI_MAJOR(version) != 1 || FI_MINOR(version) != 17 ||
+	    strcasecmp(domain->core_info->fabric_attr->prov_name, "tcp"))
+		return false;
+	ret = fi_set_ops(&domain->core_domain->fid, "ofix_dynamic_rbuf_v2", 0,
+			 &layer_msg_rbuf_ops, NULL);
+	if (ret) {
+		FI_INFO(&layer_prov, FI_LOG_DOMAIN, "no direct receive: %s\n", fi_strerror(-ret));
+		return false;
+	}
+	return true;
+}
+
+/* The largest eager payload this endpoint's buffers take, as the handshake carries it (KiB,
+ * rounded down). */
+static uint16_t layer_msg_rx_eager_kib(const struct layer_core *core)
+{
+	size_t bytes = core->domain->has_direct_recv ? layer_settings.direct_eager_size :
+						       layer_settings.eager_size;
+
+	return (uint16_t) UTIL_MIN(bytes >> 10, UINT16_MAX);
+}
+
+/* What a peer's handshake says its buffers take, in bytes (capped at LAYER_EAGER_MAX). */
+static size_t layer_msg_peer_eager(uint16_t kib)
+{
+	return UTIL_MIN((size_t) kib << 10, (size_t) LAYER_EAGER_MAX);
+}
+
+/* Buffers a channel keeps posted: rx_buf_cnt, or a few while it carries control only. */
+static inline size_t layer_msg_buf_target(const struct layer_msg_chan *mchan)
+{
+	return mchan->is_ctrl_only ? UTIL_MIN(layer_settings.rx_buf_cnt, LAYER_CTRL_BUF_CNT) :
+				     layer_settings.rx_buf_cnt;
+}
+
+static int layer_msg_post_buf_on(struct layer_msg_chan *mchan, struct layer_buf *buf)
+{
+	struct layer_core *core = mchan->chan.core;
+	ssize_t ret;
+
+	layer_core_buf_reset(buf, &mchan->chan);
+	/* Direct receive: the header only, the core asks for the rest (see above). */
+	ret = fi_recv(mchan->chan.core_ep, buf->data,
+		      core->domain->has_direct_recv ? LAYER_HDR_SIZE : core->buf_size, NULL,
+		      FI_ADDR_UNSPEC, buf);
+	if (ret)
+		return (int) ret;
+	util_dlist_insert_tail(&buf->link, &mchan->posted_bufs);
+	mchan->posted_cnt++;
+	return 0;
+}
+
+static int layer_msg_post_buf(struct layer_core *core, struct layer_chan *chan,
+			      struct layer_buf *buf)
+{
+	struct layer_msg_chan *mchan;
+
+	if (!chan || !chan->core_ep)
+		return -FI_ENOTCONN;
+	mchan = layer_msg_chan_of(chan);
+	/* A buffer given back once a replacement went in goes to the pool. */
+	if (mchan->posted_cnt >= layer_msg_buf_target(mchan))
+		return -FI_EAGAIN;
+	return layer_msg_post_buf_on(mchan, buf);
+}
+
+/* Posts buffers on mchan until it holds min(upto, its target). */
+static void layer_msg_fill(struct layer_msg_chan *mchan, size_t upto)
+{
+	struct layer_core *core = mchan->chan.core;
+	struct layer_buf *buf;
+
+	while (mchan->posted_cnt < UTIL_MIN(upto, layer_msg_buf_target(mchan))) {
+		buf = layer_core_buf_get(core);
+		if (!buf)
+			return;
+		if (layer_msg_post_buf_on(mchan, buf)) {
+			layer_core_buf_put(core, buf);
+			return;
+		}
+	}
+}
+
+static void layer_msg_refill(struct layer_core *core, size_t upto)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	struct layer_msg_chan *mchan;
+	struct util_dlist *item;
+
+	util_dlist_foreach(&mcore->chans, item) {
+		mchan = container_of(item, struct layer_msg_chan, link);
+		if (mchan->chan.core_ep)
+			layer_msg_fill(mchan, upto);
+	}
+}
+
+static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool is_outgoing)
+{
+	struct layer_msg_chan *mchan;
+
+	mchan = calloc(1, sizeof(*mchan));
+	if (!mchan)
+		return NULL;
+	mchan->chan.core = core;
+	mchan->chan.core_addr = FI_ADDR_UNSPEC;
+	mchan->chan.is_outgoing = is_outgoing;
+	mchan->chan.is_two_way = true;
+	mchan->is_ctrl_only = is_outgoing;
+	util_dlist_init(&mchan->posted_bufs);
+	util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(core)->chans);
+	return mchan;
+}
+
+/* Closes the channel's core endpoint: the core drops what it holds, completing nothing. */
+static void layer_msg_chan_close(struct layer_chan *chan)
+{
+	if (chan->core_ep) {
+		fi_close(&chan->core_ep->fid);
+		chan->core_ep = NULL;
+	}
+}
+
+/* Its buffers go back without their messages: up as lost when it served a connection. */
+static void layer_msg_chan_free(struct layer_chan *chan, int err)
+{
+	struct layer_msg_chan *mchan = layer_msg_chan_of(chan);
+	struct layer_core *core = chan->core;
+	struct util_dlist *item;
+	struct layer_buf *buf;
+
+	layer_msg_chan_close(chan);
+	while ((item = util_dlist_pop_front(&mchan->posted_bufs))) {
+		buf = container_of(item, struct layer_buf, link);
+		if (chan->conn)
+			core->up->buf_lost(core->up_arg, buf, err);
+		else
+			layer_core_buf_put(core, buf);
+	}
+	util_dlist_remove(&mchan->link);
+	free(mchan);
+}
+
+static int layer_msg_setup_core(struct layer_msg_chan *mchan, struct fi_info *info)
+{
+	struct layer_core *core = mchan->chan.core;
+	int ret;
+
+	ret = fi_endpoint(core->domain->core_domain, info, &mchan->chan.core_ep, &mchan->chan);
+	if (ret)
+		return ret;
+	ret = fi_ep_bind(mchan->chan.core_ep, &core->eq->fid, 0);
+	if (ret)
+		goto err_close_core_ep;
+	ret = fi_ep_bind(mchan->chan.core_ep, &core->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (ret)
+		goto err_close_core_ep;
+	ret = fi_enable(mchan->chan.core_ep);
+	if (ret)
+		goto err_close_core_ep;
+	layer_msg_fill(mchan, SIZE_MAX);
+	if (mchan->posted_cnt < layer_msg_buf_target(mchan)) {
+		ret = -FI_ENOMEM;
+		goto err_close_core_ep;
+	}
+	return 0;
+
+err_close_core_ep:
+	layer_msg_chan_close(&mchan->chan);
+	return ret;
+}
+
+/*
+ * From here on core->info is the template of outgoing connections: their sockets take the
+ * listener's address but any port, or binding them to a port the listener holds (an
+ * application that chose its port, fi_getinfo with a service) fails with EADDRINUSE.
+ */
+static void layer_msg_clear_src_port(struct fi_info *info)
+{
+	struct sockaddr *sa = info->src_addr;
+
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET && info->src_addrlen >= sizeof(struct sockaddr_in))
+		((struct sockaddr_in *) sa)->sin_port = 0;
+	else if (sa->sa_family == AF_INET6 && info->src_addrlen >= sizeof(struct sockaddr_in6))
+		((struct sockaddr_in6 *) sa)->sin6_port = 0;
+}
+
+static int layer_msg_enable(struct layer_core *core, size_t tx_size)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	size_t addrlen = sizeof(core->addr);
+	uint8_t raw[LAYER_ADDR_MAX];
+	int ret;
+
+	mcore->eq_period = LAYER_EQ_PERIOD_MIN;
+	ret = fi_passive_ep(core->domain->fabric->core_fabric, core->info, &mcore->pep, core);
+	if (ret)
+		return ret;
+	ret = fi_pep_bind(mcore->pep, &core->eq->fid, 0);
+	if (ret)
+		goto err_close_pep;
+	ret = fi_listen(mcore->pep);
+	if (ret)
+		goto err_close_pep;
+	ret = fi_getname(&mcore->pep->fid, raw, &addrlen);
+	if (ret)
+		goto err_close_pep;
+	ret = layer_addr_normalize(core->domain->addr_format, raw, addrlen, core->addr);
+	if (ret)
+		goto err_close_pep;
+	core->addrlen = core->domain->addrlen;
+	layer_msg_clear_src_port(core->info);
+	return 0;
+
+err_close_pep:
+	fi_close(&mcore->pep->fid);
+	mcore->pep = NULL;
+	return ret;
+}
+
+static int layer_msg_connect(struct layer_core *core, const void *addr,
+			     const struct layer_key *key, struct layer_chan **chan, bool *is_up)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	struct layer_hello hello = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.addrlen = (uint8_t) core->addrlen,
+		.rx_eager_kib = layer_msg_rx_eager_kib(core),
+		.key_len = key->len,
+	};
+	struct layer_msg_chan *mchan;
+	int ret;
+
+	mchan = layer_msg_chan_alloc(core, true);
+	if (!mchan)
+		return -FI_ENOMEM;
+	memcpy(mchan->chan.peer_addr, addr, core->addrlen);
+	memcpy(hello.addr, core->addr, core->addrlen);
+	memcpy(hello.key, key->bytes, key->len);
+
+	ret = layer_msg_setup_core(mchan, core->info);
+	if (ret)
+		goto err_free_chan;
+	ret = fi_connect(mchan->chan.core_ep, addr, &hello, sizeof(hello));
+	/* its answer is an event: the EQ is watched closely again */
+	mcore->eq_period = LAYER_EQ_PERIOD_MIN;
+	if (ret) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "connect failed: %s\n", fi_strerror(-ret));
+		goto err_free_chan;
+	}
+	FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "connecting channel %p\n", (void *) &mchan->chan);
+	*chan = &mchan->chan;
+	*is_up = false;
+	return 0;
+
+err_free_chan:
+	layer_msg_chan_free(&mchan->chan, 0);
+	return ret;
+}
+
+/* Whether a connection request's handshake is one of this version; its key if so. */
+static bool layer_msg_hello_ok(const struct layer_core *core, const struct layer_hello *hello,
+			       size_t len, struct layer_key *key)
+{
+	if (len != sizeof(*hello) || hello->magic != LAYER_HELLO_MAGIC ||
+	    hello->version != LAYER_PROTO_VERSION || hello->addrlen != core->addrlen ||
+	    hello->key_len > LAYER_AUTH_KEY_MAX)
+		return false;
+	key->len = hello->key_len;
+	memcpy(key->bytes, hello->key, key->len);
+	return true;
+}
+
+static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_entry *entry,
+				     size_t len)
+{
+	const struct layer_hello *hello = (const struct layer_hello *) entry->data;
+	const struct layer_reject reject = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.reason = LAYER_REJECT_AUTH_KEY,
+	};
+	const struct layer_accept accept = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.rx_eager_kib = layer_msg_rx_eager_kib(core),
+	};
+	struct fid_pep *pep = layer_msg_core_of(core)->pep;
+	struct layer_msg_chan *mchan;
+	struct layer_key key;
+	int ret;
+
+	if (len < sizeof(*entry) || !layer_msg_hello_ok(core, hello, len - sizeof(*entry), &key)) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "rejecting malformed connection request\n");
+		fi_reject(pep, entry->info->handle, NULL, 0);
+		goto out;
+	}
+	mchan = layer_msg_chan_alloc(core, false);
+	if (!mchan) {
+		fi_reject(pep, entry->info->handle, NULL, 0);
+		goto out;
+	}
+	memcpy(mchan->chan.peer_addr, hello->addr, core->addrlen);
+	mchan->chan.tx_eager = layer_msg_peer_eager(hello->rx_eager_kib);
+	/* Checked once here: everything on the connection is attributed to this key. */
+	ret = core->up->accept(core->up_arg, &mchan->chan, &key);
+	if (ret) {
+		if (ret == -FI_EACCES)
+			layer_core_refused(core, "a connection request");
+		fi_reject(pep, entry->info->handle, ret == -FI_EACCES ? &reject : NULL,
+			  ret == -FI_EACCES ? sizeof(reject) : 0);
+		layer_msg_chan_free(&mchan->chan, 0);
+		goto out;
+	}
+	ret = layer_msg_setup_core(mchan, entry->info);
+	if (!ret)
+		ret = fi_accept(mchan->chan.core_ep, &accept, sizeof(accept));
+	if (ret) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "accept failed: %s\n", fi_strerror(-ret));
+		if (!mchan->chan.core_ep)
+			fi_reject(pep, entry->info->handle, NULL, 0);
+		core->up->failed(core->up_arg, &mchan->chan, -ret);
+		goto out;
+	}
+	FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "accepted channel %p\n", (void *) &mchan->chan);
+out:
+	fi_freeinfo(entry->info);
+}
+
+/* Whether a failed connect was rejected for its key (struct layer_reject). */
+static bool layer_msg_is_key_reject(const struct fi_eq_err_entry *err)
+{
+	struct layer_reject reject;
+
+	if (err->err != FI_ECONNREFUSED || !err->err_data ||
+	    err->err_data_size < sizeof(reject))
+		return false;
+	memcpy(&reject, err->err_data, sizeof(reject));
+	return reject.magic == LAYER_HELLO_MAGIC && reject.reason == LAYER_REJECT_AUTH_KEY;
+}
+
+static void layer_msg_handle_eq_error(struct layer_core *core)
+{
+	struct fid_pep *pep = layer_msg_core_of(core)->pep;
+	struct fi_eq_err_entry err = { 0 };
+	struct layer_chan *chan;
+
+	if (fi_eq_readerr(core->eq, &err, 0) != sizeof(err))
+		return;
+	if (!err.fid || err.fid == &pep->fid) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "listener error: %s\n",
+			fi_strerror(err.err));
+		return;
+	}
+	chan = err.fid->context;
+	if (layer_msg_is_key_reject(&err)) {
+		/* reported by the sends' error completions */
+		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "connection refused: the peer does not "
+			"accept this endpoint's authorization key\n");
+		core->up->failed(core->up_arg, chan, FI_EACCES);
+		return;
+	}
+	FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "connection failed: %s\n", fi_strerror(err.err));
+	core->up->failed(core->up_arg, chan, err.err ? err.err : FI_ECONNABORTED);
+}
+
+/* The acceptor says what its buffers take; an acceptance without it is not of this version. */
+static void layer_msg_handle_connected(struct layer_core *core, struct layer_chan *chan,
+				       const struct fi_eq_cm_entry *entry, size_t len)
+{
+	struct layer_accept accept;
+
+	if (!chan->is_outgoing) {
+		core->up->connected(core->up_arg, chan);
+		return;
+	}
+	if (len < sizeof(*entry) + sizeof(accept)) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "the peer's acceptance says nothing of its "
+			"buffers: not protocol version %d\n", LAYER_PROTO_VERSION);
+		core->up->failed(core->up_arg, chan, EPROTO);
+		return;
+	}
+	memcpy(&accept, entry->data, sizeof(accept));
+	if (accept.magic != LAYER_HELLO_MAGIC || accept.version != LAYER_PROTO_VERSION) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "the peer speaks protocol version %u, not "
+			"%d\n", accept.version, LAYER_PROTO_VERSION);
+		core->up->failed(core->up_arg, chan, EPROTO);
+		return;
+	}
+	chan->tx_eager = layer_msg_peer_eager(accept.rx_eager_kib);
+	core->up->connected(core->up_arg, chan);
+}
+
+/* Reads the core's connection events; whether there was any. */
+static bool layer_msg_progress_events(struct layer_core *core)
+{
+	struct {
+		struct fi_eq_cm_entry entry;
+		uint8_t data[256];
+	} ev;
+	bool has_event = false;
+	uint32_t event;
+	ssize_t ret;
+
+	for (;; has_event = true) {
+		ret = fi_eq_read(core->eq, &event, &ev, sizeof(ev), 0);
+		if (ret == -FI_EAVAIL) {
+			layer_msg_handle_eq_error(core);
+			continue;
+		}
+		if (ret < 0)
+			return has_event;
+		switch (event) {
+		case FI_CONNREQ:
+			layer_msg_handle_connreq(core, &ev.entry, (size_t) ret);
+			break;
+		case FI_CONNECTED:
+			layer_msg_handle_connected(core, ev.entry.fid->context, &ev.entry,
+						   (size_t) ret);
+			break;
+		case FI_SHUTDOWN:
+			core->up->failed(core->up_arg, ev.entry.fid->context, FI_ECONNRESET);
+			break;
+		default:
+			LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "unexpected core event %u\n", event);
+			break;
+		}
+	}
+}
+
+/* A buffer came in: user data on a control-only channel gives it its full set. */
+static void layer_msg_handle_buf(struct layer_core *core, struct layer_buf *buf, size_t len)
+{
+	struct layer_msg_chan *mchan = layer_msg_chan_of(buf->ctx.chan);
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+
+	util_dlist_remove(&buf->link);
+	mchan->posted_cnt--;
+	buf->len = len;
+	if (unlikely(mchan->is_ctrl_only) && len >= sizeof(*hdr) &&
+	    (hdr->op == LAYER_OP_EAGER || hdr->op == LAYER_OP_RTS)) {
+		mchan->is_ctrl_only = false;
+		layer_msg_fill(mchan, SIZE_MAX);
+	}
+	core->up->recv(core->up_arg, buf);
+}
+
+/* On a connected core an error fails the operation's connection, then the operation. */
+static void layer_msg_handle_error(struct layer_core *core, const struct fi_cq_err_entry *err)
+{
+	struct layer_ctx *ctx = err->op_context;
+	int code = err->err ? err->err : FI_EIO;
+	struct layer_msg_chan *mchan;
+	struct layer_buf *buf;
+
+	if (!ctx)
+		return;
+	/* a read fails alone (a key the peer never registered, say) */
+	if (code != FI_ECANCELED && ctx->type != LAYER_CTX_READ && ctx->chan->core_ep)
+		core->up->failed(core->up_arg, ctx->chan, code);
+	if (ctx->type != LAYER_CTX_BUF) {
+		core->up->done(core->up_arg, ctx, code);
+		return;
+	}
+	buf = container_of(ctx, struct layer_buf, ctx);
+	mchan = layer_msg_chan_of(ctx->chan);
+	util_dlist_remove(&buf->link);
+	mchan->posted_cnt--;
+	/* a receive matched to its message fails as the connection did */
+	core->up->buf_lost(core->up_arg, buf, code == FI_ECANCELED ? FI_EIO : code);
+}
+
+static void layer_msg_progress_cq(struct layer_core *core)
+{
+	struct fi_cq_msg_entry comp[64];
+	struct fi_cq_err_entry err;
+	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
+	struct layer_ctx *ctx;
+	ssize_t ret, i;
+
+	for (;;) {
+		ret = fi_cq_read(core->cq, comp, batch);
+		if (ret == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			if (fi_cq_readerr(core->cq, &err, 0) == 1)
+				layer_msg_handle_error(core, &err);
+			continue;
+		}
+		if (ret <= 0)
+			return;
+		for (i = 0; i < ret; i++) {
+			ctx = comp[i].op_context;
+			if (ctx->type == LAYER_CTX_BUF)
+				layer_msg_handle_buf(core, container_of(ctx, struct layer_buf, ctx),
+						     comp[i].len);
+			else
+				core->up->done(core->up_arg, ctx, 0);
+		}
+		if ((size_t) ret < batch)
+			return;
+	}
+}
+
+static void layer_msg_progress(struct layer_core *core)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	uint64_t now = util_coarse_ns();
+
+	if (++mcore->eq_calls >= mcore->eq_period || now != mcore->eq_read_ns) {
+		mcore->eq_calls = 0;
+		mcore->eq_read_ns = now;
+		if (layer_msg_progress_events(core))
+			mcore->eq_period = LAYER_EQ_PERIOD_MIN;
+		else if (mcore->eq_period < LAYER_EQ_PERIOD_MAX)
+			mcore->eq_period <<= 1;
+	}
+	layer_msg_progress_cq(core);
+}
+
+static int layer_msg_trywait(struct layer_core *core)
+{
+	struct fid *fids[2] = { &core->cq->fid, &core->eq->fid };
+
+	/* Nothing to sleep on: the core CQ has no wait fd. */
+	if (core->cq_fd < 0)
+		return -FI_EAGAIN;
+	return fi_trywait(core->domain->fabric->core_fabric, fids, 2);
+}
+
+static void layer_msg_close(struct layer_core *core)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	struct util_dlist *item;
+
+	util_dlist_foreach(&mcore->chans, item)
+		layer_msg_chan_close(&container_of(item, struct layer_msg_chan, link)->chan);
+	if (mcore->pep) {
+		fi_close(&mcore->pep->fid);
+		mcore->pep = NULL;
+	}
+}
+
+static const struct layer_core_ops layer_core_msg_ops = {
+	.has_shared_ep = false,
+	.enable = layer_msg_enable,
+	.connect = layer_msg_connect,
+	.chan_close = layer_msg_chan_close,
+	.chan_free = layer_msg_chan_free,
+	.progress = layer_msg_progress,
+	.trywait = layer_msg_trywait,
+	.post_buf = layer_msg_post_buf,
+	.refill = layer_msg_refill,
+	.close = layer_msg_close,
+};
+
+struct layer_core *layer_core_msg_alloc(void)
+{
+	struct layer_msg_core *mcore;
+
+	mcore = calloc(1, sizeof(*mcore));
+	if (!mcore)
+		return NULL;
+	mcore->core.ops = &layer_core_msg_ops;
+	util_dlist_init(&mcore->chans);
+	return &mcore->core;
+}

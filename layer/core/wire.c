@@ -1,0 +1,60 @@
+/* Names and validation of the wire protocol (wire.h). */
+#include "config.h"
+
+#include "layer/core/wire.h"
+
+static const char *const layer_op_names[] = {
+#define LAYER_OP_NAME(name, str) [LAYER_OP_##name] = str,
+	LAYER_OPS(LAYER_OP_NAME)
+#undef LAYER_OP_NAME
+};
+
+const char *layer_op_str(unsigned op)
+{
+	return op < LAYER_OP_MAX ? layer_op_names[op] : "unknown";
+}
+
+/* The segments of an RTS must add up to the message size, or reads would run past them. */
+static bool layer_rts_segs_ok(const struct layer_hdr *hdr)
+{
+	const struct layer_rts_seg *segs = (const struct layer_rts_seg *) (hdr + 1);
+	uint64_t sum = 0;
+	uint32_t i;
+
+	for (i = 0; i < hdr->seg_cnt; i++) {
+		if (segs[i].len > LAYER_MAX_MSG_SIZE)
+			return false;
+		sum += segs[i].len;
+	}
+	return sum == hdr->size;
+}
+
+bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
+{
+	if (len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION ||
+	    (hdr->flags & ~LAYER_HDR_FLAGS))
+		return false;
+	switch (hdr->op) {
+	case LAYER_OP_EAGER:
+		return hdr->size == len - sizeof(*hdr);
+	case LAYER_OP_RTS:
+		return hdr->seg_cnt >= 1 && hdr->seg_cnt <= LAYER_RTS_MAX_SEGS &&
+		       len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
+		       hdr->size <= LAYER_MAX_MSG_SIZE;
+	case LAYER_OP_HELLO:
+		return hdr->size == len - sizeof(*hdr);
+	case LAYER_OP_ACK:
+	case LAYER_OP_PACE:
+	case LAYER_OP_UNPACE:
+	case LAYER_OP_HELLO_ACK:
+	case LAYER_OP_HELLO_NAK:
+		return len == sizeof(*hdr);
+	default:
+		return false;
+	}
+}
+
+bool layer_hdr_is_valid(const struct layer_hdr *hdr, size_t len)
+{
+	return layer_hdr_fits(hdr, len) && (hdr->op != LAYER_OP_RTS || layer_rts_segs_ok(hdr));
+}

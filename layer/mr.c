@@ -1,0 +1,193 @@
+/* Memory registration (mr.h). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <strings.h>
+
+#include "layer/domain.h"
+#include "layer/nosys.h"
+
+/* Keys of the provider's own registrations: the top half of the key space. */
+#define LAYER_MR_KEY_BASE (1ULL << 62)
+
+/* Cores whose registrations name addresses without pinning pages: the cache is right there. */
+static const char *const layer_mr_cacheable_cores[] = { "tcp", "net", "sockets", "shm", "udp" };
+
+struct layer_mr {
+	struct fid_mr mr_fid;
+	struct layer_domain *domain;
+	struct fid_mr *core_mr;
+};
+
+static int layer_mr_close(struct fid *fid)
+{
+	struct layer_mr *mr = container_of(fid, struct layer_mr, mr_fid.fid);
+	int ret;
+
+	util_lock_acquire(&mr->domain->mr.lock);
+	ret = fi_close(&mr->core_mr->fid);
+	util_lock_release(&mr->domain->mr.lock);
+	if (ret)
+		return ret;
+	atomic_fetch_sub(&mr->domain->ref, 1);
+	free(mr);
+	return 0;
+}
+
+static struct fi_ops layer_mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = layer_mr_close,
+	.bind = layer_no_bind,
+	.control = layer_no_control,
+	.ops_open = layer_no_ops_open,
+};
+
+#define LAYER_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | \
+			 FI_REMOTE_WRITE)
+
+static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
+			    struct fid_mr **mr_fid)
+{
+	struct layer_domain *domain = container_of(fid, struct layer_domain, domain_fid.fid);
+	struct layer_mr *mr;
+	size_t i;
+	int ret;
+
+	if (!attr || !mr_fid || flags || (attr->access & ~LAYER_MR_ACCESS))
+		return -FI_EINVAL;
+	if (attr->iov_count && !attr->mr_iov)
+		return -FI_EINVAL;
+	for (i = 0; i < attr->iov_count; i++) {
+		if (!attr->mr_iov[i].iov_base && attr->mr_iov[i].iov_len)
+			return -FI_EINVAL;
+	}
+	/* Keys in the provider's range would collide with its rendezvous registrations. */
+	if (!(domain->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY) &&
+	    attr->requested_key >= LAYER_MR_KEY_BASE)
+		return -FI_EINVAL;
+
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -FI_ENOMEM;
+	util_lock_acquire(&domain->mr.lock);
+	ret = fi_mr_regattr(domain->core_domain, attr, flags, &mr->core_mr);
+	util_lock_release(&domain->mr.lock);
+	if (ret) {
+		free(mr);
+		return ret;
+	}
+	mr->domain = domain;
+	mr->mr_fid.fid.fclass = FI_CLASS_MR;
+	mr->mr_fid.fid.context = attr->context;
+	mr->mr_fid.fid.ops = &layer_mr_fi_ops;
+	mr->mr_fid.mem_desc = fi_mr_desc(mr->core_mr);
+	mr->mr_fid.key = fi_mr_key(mr->core_mr);
+	atomic_fetch_add(&domain->ref, 1);
+	*mr_fid = &mr->mr_fid;
+	return 0;
+}
+
+static int layer_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
+			 uint64_t access, uint64_t offset, uint64_t requested_key,
+			 uint64_t flags, struct fid_mr **mr, void *context)
+{
+	struct fi_mr_attr attr = {
+		.mr_iov = iov,
+		.iov_count = count,
+		.access = access,
+		.offset = offset,
+		.requested_key = requested_key,
+		.context = context,
+	};
+
+	return layer_mr_regattr(fid, &attr, flags, mr);
+}
+
+static int layer_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
+			uint64_t offset, uint64_t requested_key, uint64_t flags,
+			struct fid_mr **mr, void *context)
+{
+	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
+
+	return layer_mr_regv(fid, &iov, 1, access, offset, requested_key, flags, mr, context);
+}
+
+struct fi_ops_mr layer_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = layer_mr_reg,
+	.regv = layer_mr_regv,
+	.regattr = layer_mr_regattr,
+};
+
+/* The cache's callbacks: a core registration with a provider-owned key (lock held). */
+static int layer_mr_rndv_reg(void *arg, const struct iovec *iov, uint64_t access, void **handle)
+{
+	struct layer_domain *domain = arg;
+	uint64_t key = LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
+	struct fid_mr *mr;
+	int ret;
+
+	ret = fi_mr_regv(domain->core_domain, iov, 1, access, 0, key, 0, &mr, NULL);
+	if (ret) {
+		LAYER_WARN_ONCE(FI_LOG_MR, "rendezvous registration failed: %s\n",
+			fi_strerror(-ret));
+		return ret;
+	}
+	*handle = mr;
+	return 0;
+}
+
+static void layer_mr_rndv_dereg(void *arg, void *handle)
+{
+	fi_close(&((struct fid_mr *) handle)->fid);
+}
+
+int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,
+		      layer_rndv_reg_t **reg)
+{
+	int ret;
+
+	util_lock_acquire(&domain->mr.lock);
+	ret = util_mr_cache_get(&domain->mr.cache, iov, FI_REMOTE_READ, reg);
+	util_lock_release(&domain->mr.lock);
+	return ret;
+}
+
+void layer_mr_rndv_put(struct layer_domain *domain, layer_rndv_reg_t *reg)
+{
+	util_lock_acquire(&domain->mr.lock);
+	util_mr_cache_put(&domain->mr.cache, reg);
+	util_lock_release(&domain->mr.lock);
+}
+
+static bool layer_mr_is_cacheable(const char *core)
+{
+	size_t i;
+
+	for (i = 0; i < UTIL_ARRAY_SIZE(layer_mr_cacheable_cores); i++) {
+		if (!strcasecmp(core, layer_mr_cacheable_cores[i]))
+			return true;
+	}
+	return false;
+}
+
+void layer_mr_domain_init(struct layer_domain *domain)
+{
+	struct layer_mr_domain *mr = &domain->mr;
+	size_t capacity = 0;
+
+	if (layer_mr_is_cacheable(domain->core_info->fabric_attr->prov_name))
+		capacity = layer_settings.mr_cache_size;
+	/* Only FI_THREAD_DOMAIN keeps two endpoints of the domain from running at once. */
+	util_lock_init(&mr->lock, domain->threading != FI_THREAD_DOMAIN);
+	atomic_init(&mr->next_key, 0);
+	util_mr_cache_init(&mr->cache, capacity, layer_mr_rndv_reg, layer_mr_rndv_dereg, domain);
+}
+
+void layer_mr_domain_fini(struct layer_domain *domain)
+{
+	util_lock_acquire(&domain->mr.lock);
+	util_mr_cache_fini(&domain->mr.cache);
+	util_lock_release(&domain->mr.lock);
+	util_lock_fini(&domain->mr.lock);
+}

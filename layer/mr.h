@@ -1,0 +1,58 @@
+/*
+ * Memory registration: the application's registrations (fi_mr_reg and friends, passed to the
+ * core), and the provider's own of rendezvous send buffers, which peers read with the core's
+ * RMA (proto/rndv.c). Those come from a registration cache (util/mr_cache.h): a buffer sent
+ * again is registered once. The cache is used only over cores whose registrations name
+ * addresses without pinning memory (tcp, net, sockets, shm, udp), where a registration kept
+ * after its send stays right whatever the application does with the memory; over any other
+ * core each rendezvous send registers and releases its buffer. FI_OFI_LAYER_MR_CACHE_SIZE
+ * sets how many unused registrations are kept.
+ *
+ * Registrations are serialised here, whatever the core's threading says: the core domain is
+ * shared by every endpoint of the domain, and each endpoint locks only itself. net (1.17)
+ * grants FI_THREAD_SAFE but closes a registration without any lock, while it registers and,
+ * in its progress, looks up the keys of incoming reads under its own: two endpoints
+ * registering and releasing rendezvous buffers at once corrupt its key map (a registration
+ * fails with -FI_ENOKEY, a peer's read of a live buffer fails with "unknown key"). So the
+ * lock covers every core registration and close, and the core progress of RDM endpoints
+ * (core/core_rdm.c), where incoming reads are served.
+ */
+#ifndef LAYER_MR_H
+#define LAYER_MR_H
+
+#include <stdatomic.h>
+#include <rdma/fi_domain.h>
+
+#include "layer/layer.h"
+#include "util/mr_cache.h"
+
+struct layer_domain;
+
+/* What a domain keeps of the core's registrations. */
+struct layer_mr_domain {
+	struct util_lock lock;         /* every core registration and close (see the top) */
+	_Atomic uint64_t next_key;     /* keys of the provider's own registrations */
+	struct util_mr_cache cache;    /* rendezvous registrations; under lock */
+};
+
+/* A rendezvous registration, from the cache: its core registration is entry->handle. */
+typedef struct util_mr_cache_entry layer_rndv_reg_t;
+
+void layer_mr_domain_init(struct layer_domain *domain);
+void layer_mr_domain_fini(struct layer_domain *domain);
+
+/* fi_mr_reg, fi_mr_regv, fi_mr_regattr. */
+extern struct fi_ops_mr layer_mr_ops;
+
+/* A registration of iov (one range) that the core lets peers read: 0 or -FI_E*. */
+int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,
+		      layer_rndv_reg_t **reg);
+/* The send is done with it (its peer has read it, or never will). */
+void layer_mr_rndv_put(struct layer_domain *domain, layer_rndv_reg_t *reg);
+
+static inline uint64_t layer_mr_rndv_key(const layer_rndv_reg_t *reg)
+{
+	return fi_mr_key((struct fid_mr *) reg->handle);
+}
+
+#endif /* LAYER_MR_H */

@@ -1,0 +1,83 @@
+/*
+ * The transmit path (tx.c): the application's sends and the provider's own control messages
+ * as messages of the wire protocol on a connection.
+ */
+#ifndef LAYER_PROTO_TX_H
+#define LAYER_PROTO_TX_H
+
+#include <sys/uio.h>
+
+#include "layer/core/core.h"
+#include "layer/mr.h"
+
+struct layer_proto;
+struct layer_peer;
+
+/* Where a send is. */
+enum layer_tx_state {
+	LAYER_TX_QUEUED,               /* on conn->queued_tx or fenced_tx */
+	LAYER_TX_POSTED,               /* given to the core (conn->posted_tx) */
+	LAYER_TX_WAITING,              /* sent, waiting for the peer's ACK (conn->acked_tx) */
+};
+
+struct layer_tx {
+	struct layer_ctx ctx;           /* LAYER_CTX_SEND, the channel it went on; first */
+	struct util_dlist link;        /* one of conn's tx lists */
+	struct layer_conn *conn;
+	enum layer_tx_state state;
+	void *context;                 /* user context */
+	uint64_t flags;                /* operation flags (FI_COMPLETION, FI_INJECT...) */
+	uint64_t cq_flags;             /* flags reported in the completion */
+	size_t len;                    /* message bytes */
+	bool is_ctrl;                  /* provider's own message: no user completion */
+	bool wants_ack;                /* completes on the target's ACK (rendezvous, or
+					* FI_DELIVERY_COMPLETE / FI_MATCH_COMPLETE) */
+	bool is_acked;                 /* that ACK came before the core completed the send */
+	int ack_err;                   /* what the ACK said: 0, or FI_EIO (LAYER_HDR_FAILED) */
+	bool is_active;                /* counted in conn->tx_active */
+	size_t iov_cnt;                /* core iov entries in iov */
+	struct iovec iov[LAYER_IOV_LIMIT + 1];
+	layer_rndv_reg_t *reg[LAYER_IOV_LIMIT]; /* rendezvous registrations */
+	size_t reg_cnt;
+	void *bounce;                  /* malloc'd copy when the iovs do not fit the core */
+	struct layer_hdr hdr;
+	/* inline payload (inject) or RTS segments follow the header */
+	union {
+		uint8_t inline_data[LAYER_INJECT_SIZE];
+		struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS];
+	};
+};
+
+/*
+ * A send of the application to dest. flags holds FI_TAGGED for a tagged message (tag is then
+ * sent), the completion flags (FI_COMPLETION, FI_INJECT, FI_DELIVERY_COMPLETE...),
+ * FI_REMOTE_CQ_DATA, FI_FENCE. 0, -FI_EAGAIN (the transmit queue is full), or -FI_E*.
+ */
+ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
+		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
+		      void *context);
+/* A control message of the protocol (ACK, PACE, UNPACE) on conn: 0 or -FI_ENOMEM. */
+int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
+		  uint16_t flags, uint64_t msg_id);
+
+/* tx completes on its peer's ACK: it gets an id (hdr.msg_id) for it. 0 or -FI_ENOMEM. */
+int layer_tx_want_ack(struct layer_proto *proto, struct layer_tx *tx);
+/* conn connected, or the core has room again: its queued sends go to the core. */
+void layer_tx_flush(struct layer_proto *proto, struct layer_conn *conn);
+/* The core completed a send (err 0, or a positive errno). */
+void layer_tx_done(struct layer_proto *proto, struct layer_tx *tx, int err);
+/* An ACK came in on conn (its msg_id names the send). */
+void layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
+		  const struct layer_hdr *hdr);
+/* The peer asks (is_paced) that messages above the inject size go to it by rendezvous, or
+ * no longer: the sends queued on its connections change too. */
+void layer_tx_set_paced(struct layer_proto *proto, struct layer_peer *peer, bool is_paced);
+/* A failed connection's sends complete with its error; the rest (in the core) later. */
+void layer_tx_conn_lost(struct layer_proto *proto, struct layer_conn *conn);
+/* Endpoint close: a connection's sends are freed without completions. */
+void layer_tx_conn_discard(struct layer_proto *proto, struct layer_conn *conn);
+
+int layer_tx_init(struct layer_proto *proto);
+void layer_tx_fini(struct layer_proto *proto);
+
+#endif /* LAYER_PROTO_TX_H */
