@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -168,72 +169,124 @@ uint64_t layer_default_caps(uint64_t caps)
 	return caps;
 }
 
-/* Whether the hints ask for something the provider does not do. */
+/*
+ * A hint the provider cannot meet: logged at info level with the reason, since fi_getinfo
+ * itself only says -FI_ENODATA. Returns false, for the caller to return.
+ */
+static bool layer_hint_refused(const char *what, uint64_t value)
+{
+	FI_INFO(&layer_prov, FI_LOG_CORE, "no info: the hints ask for %s (%#" PRIx64 ")\n", what,
+		value);
+	return false;
+}
+
+static bool layer_ep_hints_ok(const struct fi_ep_attr *ep, const struct fi_domain_attr *da,
+			      bool has_keys)
+{
+	if (ep->type != FI_EP_UNSPEC && ep->type != FI_EP_RDM)
+		return layer_hint_refused("an endpoint type other than FI_EP_RDM", ep->type);
+	if (ep->max_msg_size > LAYER_MAX_MSG_SIZE)
+		return layer_hint_refused("max_msg_size above 4 GiB", ep->max_msg_size);
+	if (ep->tx_ctx_cnt > 1 || ep->rx_ctx_cnt > 1)
+		return layer_hint_refused("more than one transmit or receive context",
+					  UTIL_MAX(ep->tx_ctx_cnt, ep->rx_ctx_cnt));
+	/* an endpoint's own key; not with keys from the AV (fi_av(3) 1.20) */
+	if (has_keys && !layer_auth_key_attr_ok(ep->auth_key, ep->auth_key_size, false))
+		return layer_hint_refused("an endpoint auth_key that is not 1 to 32 bytes",
+					  ep->auth_key_size);
+	if (has_keys && ep->auth_key_size && da && da->auth_key_size == FI_AV_AUTH_KEY)
+		return layer_hint_refused("an endpoint auth_key with FI_AV_AUTH_KEY",
+					  ep->auth_key_size);
+	if (ep->protocol != FI_PROTO_UNSPEC)
+		return layer_hint_refused("a protocol", ep->protocol);
+	return true;
+}
+
+static bool layer_tx_hints_ok(const struct fi_tx_attr *tx)
+{
+	if (tx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS))
+		return layer_hint_refused("tx_attr->caps the provider does not offer",
+					  tx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS));
+	if (tx->op_flags & ~LAYER_TX_OP_FLAGS)
+		return layer_hint_refused("tx_attr->op_flags the provider does not take",
+					  tx->op_flags & ~LAYER_TX_OP_FLAGS);
+	if (tx->inject_size > LAYER_INJECT_SIZE)
+		return layer_hint_refused("an inject_size above 256 bytes", tx->inject_size);
+	if (tx->iov_limit > LAYER_IOV_LIMIT)
+		return layer_hint_refused("a tx iov_limit above 4", tx->iov_limit);
+	if (tx->rma_iov_limit)
+		return layer_hint_refused("an rma_iov_limit (no FI_RMA)", tx->rma_iov_limit);
+	if (tx->msg_order & ~FI_ORDER_SAS)
+		return layer_hint_refused("tx msg_order beyond FI_ORDER_SAS",
+					  tx->msg_order & ~FI_ORDER_SAS);
+	if (tx->comp_order & ~FI_ORDER_NONE)
+		return layer_hint_refused("a tx comp_order", tx->comp_order);
+	if (tx->size > (1 << 20))
+		return layer_hint_refused("a tx_attr->size above 2^20", tx->size);
+	return true;
+}
+
+static bool layer_rx_hints_ok(const struct fi_rx_attr *rx)
+{
+	if (rx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS))
+		return layer_hint_refused("rx_attr->caps the provider does not offer",
+					  rx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS));
+	if (rx->op_flags & ~LAYER_RX_OP_FLAGS)
+		return layer_hint_refused("rx_attr->op_flags the provider does not take",
+					  rx->op_flags & ~LAYER_RX_OP_FLAGS);
+	if (rx->iov_limit > LAYER_IOV_LIMIT)
+		return layer_hint_refused("an rx iov_limit above 4", rx->iov_limit);
+	if (rx->msg_order & ~FI_ORDER_SAS)
+		return layer_hint_refused("rx msg_order beyond FI_ORDER_SAS",
+					  rx->msg_order & ~FI_ORDER_SAS);
+	if (rx->comp_order & ~FI_ORDER_NONE)
+		return layer_hint_refused("an rx comp_order", rx->comp_order);
+	if (rx->total_buffered_recv)
+		return layer_hint_refused("total_buffered_recv", rx->total_buffered_recv);
+	if (rx->size > (1 << 20))
+		return layer_hint_refused("an rx_attr->size above 2^20", rx->size);
+	return true;
+}
+
+static bool layer_domain_hints_ok(const struct fi_domain_attr *da, bool has_keys)
+{
+	if (da->control_progress == FI_PROGRESS_AUTO || da->data_progress == FI_PROGRESS_AUTO)
+		return layer_hint_refused("FI_PROGRESS_AUTO", FI_PROGRESS_AUTO);
+	if (da->av_type != FI_AV_UNSPEC && da->av_type != FI_AV_TABLE && da->av_type != FI_AV_MAP)
+		return layer_hint_refused("an unknown av_type", da->av_type);
+	if (da->caps & ~LAYER_DOMAIN_CAPS)
+		return layer_hint_refused("domain caps the provider does not offer",
+					  da->caps & ~LAYER_DOMAIN_CAPS);
+	/* a default key, or keys from the AV (FI_AV_AUTH_KEY, fi_av(3) 1.20) */
+	if (has_keys && !layer_auth_key_attr_ok(da->auth_key, da->auth_key_size, true))
+		return layer_hint_refused("a domain auth_key that is not 1 to 32 bytes nor "
+					  "FI_AV_AUTH_KEY", da->auth_key_size);
+	if (da->cq_data_size > sizeof(uint64_t))
+		return layer_hint_refused("cq_data_size above 8 bytes", da->cq_data_size);
+	if (da->max_ep_stx_ctx || da->max_ep_srx_ctx)
+		return layer_hint_refused("shared contexts",
+					  UTIL_MAX(da->max_ep_stx_ctx, da->max_ep_srx_ctx));
+	/* The two legacy modes exclude each other. */
+	if ((da->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE)) == (FI_MR_BASIC | FI_MR_SCALABLE))
+		return layer_hint_refused("both FI_MR_BASIC and FI_MR_SCALABLE", da->mr_mode);
+	if (da->resource_mgmt == FI_RM_DISABLED)
+		return layer_hint_refused("FI_RM_DISABLED", da->resource_mgmt);
+	return true;
+}
+
+/* Whether the provider can meet the hints; each refusal is logged with its reason. */
 static bool layer_hints_ok(uint32_t version, const struct fi_info *hints)
 {
-	const struct fi_domain_attr *da = hints->domain_attr;
-	const struct fi_tx_attr *tx = hints->tx_attr;
-	const struct fi_rx_attr *rx = hints->rx_attr;
-	const struct fi_ep_attr *ep = hints->ep_attr;
 	/* fi_domain(3), fi_endpoint(3): the key fields count from API 1.5 on */
 	bool has_keys = !FI_VERSION_LT(version, FI_VERSION(1, 5));
 
 	if (hints->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS))
-		return false;
-	if (ep) {
-		if (ep->type != FI_EP_UNSPEC && ep->type != FI_EP_RDM)
-			return false;
-		if (ep->max_msg_size > LAYER_MAX_MSG_SIZE)
-			return false;
-		if (ep->tx_ctx_cnt > 1 || ep->rx_ctx_cnt > 1)
-			return false;
-		/* an endpoint's own key; not with keys from the AV (fi_av(3) 1.20) */
-		if (has_keys &&
-		    (!layer_auth_key_attr_ok(ep->auth_key, ep->auth_key_size, false) ||
-		     (ep->auth_key_size && da && da->auth_key_size == FI_AV_AUTH_KEY)))
-			return false;
-		if (ep->protocol != FI_PROTO_UNSPEC)
-			return false;
-	}
-	if (tx) {
-		if ((tx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS)) ||
-		    (tx->op_flags & ~LAYER_TX_OP_FLAGS) || tx->inject_size > LAYER_INJECT_SIZE ||
-		    tx->iov_limit > LAYER_IOV_LIMIT || tx->rma_iov_limit ||
-		    (tx->msg_order & ~FI_ORDER_SAS) ||
-		    (tx->comp_order & ~FI_ORDER_NONE) || tx->size > (1 << 20))
-			return false;
-	}
-	if (rx) {
-		if ((rx->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS)) ||
-		    (rx->op_flags & ~LAYER_RX_OP_FLAGS) || rx->iov_limit > LAYER_IOV_LIMIT ||
-		    (rx->msg_order & ~FI_ORDER_SAS) || (rx->comp_order & ~FI_ORDER_NONE) ||
-		    rx->total_buffered_recv || rx->size > (1 << 20))
-			return false;
-	}
-	if (da) {
-		if (da->control_progress == FI_PROGRESS_AUTO ||
-		    da->data_progress == FI_PROGRESS_AUTO)
-			return false;
-		if (da->av_type != FI_AV_UNSPEC && da->av_type != FI_AV_TABLE &&
-		    da->av_type != FI_AV_MAP)
-			return false;
-		if (da->caps & ~LAYER_DOMAIN_CAPS)
-			return false;
-		/* a default key, or keys from the AV (FI_AV_AUTH_KEY, fi_av(3) 1.20) */
-		if (has_keys && !layer_auth_key_attr_ok(da->auth_key, da->auth_key_size, true))
-			return false;
-		if (da->cq_data_size > sizeof(uint64_t))
-			return false;
-		if (da->max_ep_stx_ctx || da->max_ep_srx_ctx)
-			return false;
-		/* The two legacy modes exclude each other. */
-		if ((da->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE)) ==
-		    (FI_MR_BASIC | FI_MR_SCALABLE))
-			return false;
-		if (da->resource_mgmt == FI_RM_DISABLED)
-			return false;
-	}
-	return true;
+		return layer_hint_refused("capabilities the provider does not offer",
+					  hints->caps & ~(LAYER_EP_CAPS | LAYER_DOMAIN_CAPS));
+	return (!hints->ep_attr || layer_ep_hints_ok(hints->ep_attr, hints->domain_attr, has_keys)) &&
+	       (!hints->tx_attr || layer_tx_hints_ok(hints->tx_attr)) &&
+	       (!hints->rx_attr || layer_rx_hints_ok(hints->rx_attr)) &&
+	       (!hints->domain_attr || layer_domain_hints_ok(hints->domain_attr, has_keys));
 }
 
 /* Copies a key attribute of the hints into an info's (fi_freeinfo frees it). */

@@ -353,6 +353,34 @@ static void check_fi_info_tool(void)
 	LT_CHECK(rdm, "FI_PROVIDER=\"%s\" fi_info shows FI_EP_RDM", lt_prov());
 }
 
+/* A refusal says why in the log: fi_getinfo itself only says -FI_ENODATA. */
+static void check_refusal_logged(void)
+{
+	char cmd[512], line[1024];
+	bool has_reason = false;
+	FILE *p;
+
+	if (!lt_is_layer() || system("command -v fi_info >/dev/null 2>&1") != 0) {
+		lt_note("refusal log check: ofi_layer and the fi_info tool only");
+		return;
+	}
+#if defined(__SANITIZE_ADDRESS__)
+	lt_note("sanitizer build: refusal log check not run");
+	return;
+#endif
+	snprintf(cmd, sizeof(cmd), "FI_LOG_LEVEL=info fi_info -p '%s' -c FI_ATOMIC 2>&1",
+		 lt_prov());
+	p = popen(cmd, "r");
+	if (!LT_CHECK(p != NULL, "run %s", cmd))
+		return;
+	while (fgets(line, sizeof(line), p)) {
+		if (strstr(line, "ofi_layer") && strstr(line, "the hints ask for capabilities"))
+			has_reason = true;
+	}
+	pclose(p);
+	LT_CHECK(has_reason, "fi_info -c FI_ATOMIC: the log says which hint is refused");
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_info *hints, *info;
@@ -382,5 +410,6 @@ int main(int argc, char **argv)
 	check_shared_av();
 	check_unsatisfiable();
 	check_fi_info_tool();
+	check_refusal_logged();
 	return lt_end();
 }
