@@ -13,6 +13,7 @@
  * 3. Reverse lookup (address -> fi_addr) on an ofi_layer AV, through fi_open_ops.
  * 4. The members and key of an AV set, through fi_open_ops.
  * 5. An endpoint's unexpected-message memory, through fi_getopt.
+ * 6. The messages an endpoint dropped, through fi_getopt (FI_OPT_LAYER_DROPPED).
  *
  * This header does not depend on the project's config.h: it tests the macros themselves.
  */
@@ -215,6 +216,17 @@ struct fi_layer_unexp_stats {
  * optval or optlen. Read only: fi_setopt returns -FI_EOPNOTSUPP.
  */
 #define FI_OPT_LAYER_DIRECT_RECV (-0x4c03)
+
+/*
+ * The messages an endpoint dropped, as a uint64_t: malformed ones (fi_layer(7), PROTOCOL),
+ * ones from a source its core cannot name, and acknowledgements of no send. Each kind is
+ * logged as a warning the first time, at info level after that; this says how many:
+ *	uint64_t cnt;
+ *	size_t len = sizeof(cnt);
+ *	fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_DROPPED, &cnt, &len);
+ * Errors and read-only as FI_OPT_LAYER_AUTH_DROPPED.
+ */
+#define FI_OPT_LAYER_DROPPED (-0x4c04)
 
 #ifdef __cplusplus
 }

@@ -199,7 +199,8 @@ struct layer_core {
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
 	size_t buf_size;               /* header + eager payload (direct receive: a record) */
 	size_t direct_max;             /* direct receive: the largest eager payload taken */
-	uint64_t dropped_cnt;          /* messages dropped as malformed or unroutable */
+	uint64_t dropped_cnt;          /* messages dropped (malformed, unroutable, acks of
+					* nothing), by every layer */
 	uint64_t refused_cnt;          /* handshakes and messages refused for their key */
 };
 

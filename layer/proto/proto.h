@@ -64,7 +64,6 @@ struct layer_proto {
 	struct layer_unexp unexp;      /* what unexpected messages hold (unexp.h) */
 	size_t unmatched_cnt;          /* direct receive: messages arriving that matched no
 					* receive; until they complete, none matches early */
-	uint64_t dropped_cnt;          /* malformed messages dropped */
 };
 
 /* The upcalls the connection layer is given (arg: the struct layer_proto). */

@@ -412,16 +412,9 @@ static inline void layer_rx_settle(struct layer_proto *proto, struct layer_buf *
 	}
 }
 
-static void layer_rx_drop(struct layer_proto *proto, struct layer_buf *buf)
+static void layer_rx_drop(struct layer_proto *proto, struct layer_buf *buf, const char *why)
 {
-	const struct layer_hdr *hdr = layer_buf_hdr(buf);
-
-	/* Warned once per endpoint, then counted: a bad peer cannot flood the log. */
-	FI_LOG(&layer_prov, proto->dropped_cnt ? FI_LOG_INFO : FI_LOG_WARN, FI_LOG_EP_DATA,
-	       "dropping malformed message (%zu bytes, version %u, op %s); %" PRIu64
-	       " dropped before\n", buf->len, buf->len >= 2 ? hdr->version : 0,
-	       layer_op_str(buf->len >= 2 ? hdr->op : LAYER_OP_MAX), proto->dropped_cnt);
-	proto->dropped_cnt++;
+	layer_core_dropped(proto->core, buf, why);
 	layer_core_repost(proto->core, buf);
 }
 
@@ -441,7 +434,7 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 		return;
 	}
 	if (unlikely(!layer_hdr_is_valid(hdr, buf->len))) {
-		layer_rx_drop(proto, buf);
+		layer_rx_drop(proto, buf, "malformed");
 		return;
 	}
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "%s in: %zu bytes from %#" PRIx64 "\n",
@@ -451,8 +444,10 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 	case LAYER_OP_RTS:
 		break;
 	case LAYER_OP_ACK:
-		layer_tx_ack(proto, buf->ctx.chan->conn, hdr);
-		layer_core_repost(proto->core, buf);
+		if (layer_tx_ack(proto, buf->ctx.chan->conn, hdr))
+			layer_core_repost(proto->core, buf);
+		else
+			layer_rx_drop(proto, buf, "an ack for no send");
 		return;
 	case LAYER_OP_PACE:
 	case LAYER_OP_UNPACE:
@@ -461,7 +456,7 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 		return;
 	default:
 		/* the adapters keep their handshakes */
-		layer_rx_drop(proto, buf);
+		layer_rx_drop(proto, buf, "a handshake out of place");
 		return;
 	}
 

@@ -499,7 +499,7 @@ void layer_tx_done(struct layer_proto *proto, struct layer_tx *tx, int err)
 	util_dlist_insert_tail(&tx->link, &conn->acked_tx);
 }
 
-void layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
+bool layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
 		  const struct layer_hdr *hdr)
 {
 	int err = hdr->flags & LAYER_HDR_FAILED ? FI_EIO : 0;
@@ -507,22 +507,18 @@ void layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
 
 	/* the send of that id, to this peer (over an RDM core, on any of its connections) */
 	tx = layer_tx_acks_find(&proto->acks, hdr->msg_id);
-	if (unlikely(!tx || tx->conn->peer != conn->peer)) {
-		FI_LOG(&layer_prov, proto->dropped_cnt ? FI_LOG_INFO : FI_LOG_WARN,
-		       FI_LOG_EP_DATA, "dropping an ack for no send (%#" PRIx64 "); %" PRIu64
-		       " messages dropped before\n", hdr->msg_id, proto->dropped_cnt);
-		proto->dropped_cnt++;
-		return;
-	}
+	if (unlikely(!tx || tx->conn->peer != conn->peer))
+		return false;
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "ack for send %p: %d\n", (void *) tx, err);
 	if (tx->state == LAYER_TX_POSTED) {
 		/* The ACK overtook the completion of the send itself. */
 		tx->is_acked = true;
 		tx->ack_err = err;
-		return;
+		return true;
 	}
 	util_dlist_remove(&tx->link);
 	layer_tx_complete(proto, tx, err);
+	return true;
 }
 
 static void layer_tx_fail_list(struct layer_proto *proto, struct util_dlist *list, int err)

@@ -66,8 +66,8 @@ int layer_tx_want_ack(struct layer_proto *proto, struct layer_tx *tx);
 void layer_tx_flush(struct layer_proto *proto, struct layer_conn *conn);
 /* The core completed a send (err 0, or a positive errno). */
 void layer_tx_done(struct layer_proto *proto, struct layer_tx *tx, int err);
-/* An ACK came in on conn (its msg_id names the send). */
-void layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
+/* An ACK came in on conn (its msg_id names the send): false when it is for no send. */
+bool layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
 		  const struct layer_hdr *hdr);
 /* The peer asks (is_paced) that messages above the inject size go to it by rendezvous, or
  * no longer: the sends queued on its connections change too. */

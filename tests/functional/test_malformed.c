@@ -20,6 +20,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include <rdma/fi_ext_layer.h>
+
 #include "layer/core/wire.h"
 #include "tests/functional/common.h"
 
@@ -163,6 +165,53 @@ static uint32_t raw_connect(struct layer_side *l, struct raw_side *r, const void
 	return UINT32_MAX;
 }
 
+static uint64_t dropped_cnt(struct layer_side *l)
+{
+	uint64_t cnt = 0;
+	size_t len = sizeof(cnt);
+
+	TRY(fi_getopt(&l->ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_DROPPED, &cnt, &len));
+	return cnt;
+}
+
+/*
+ * The provider's warnings go to stderr: kept in a file from the start (before libfabric
+ * reads FI_LOG_LEVEL), so that the test can count them.
+ */
+static FILE *log_file;
+static int saved_stderr = -1;
+
+static void capture_log(void)
+{
+	setenv("FI_LOG_LEVEL", "warn", 1);
+	log_file = tmpfile();
+	saved_stderr = dup(2);
+	if (log_file && saved_stderr >= 0)
+		dup2(fileno(log_file), 2);
+}
+
+/* Restores stderr; the number of warnings of ofi_layer whose text holds one of what[]. */
+static int count_warnings(const char *const *what, size_t what_cnt)
+{
+	char line[1024];
+	int cnt = 0;
+	size_t i;
+
+	if (!log_file || saved_stderr < 0)
+		return -1;
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	rewind(log_file);
+	while (fgets(line, sizeof(line), log_file)) {
+		if (!strstr(line, "ofi_layer") || !strstr(line, "<warn>"))
+			continue;
+		for (i = 0; i < what_cnt; i++)
+			cnt += strstr(line, what[i]) != NULL;
+	}
+	fclose(log_file);
+	return cnt;
+}
+
 static void raw_send(struct layer_side *l, struct raw_side *r, const void *buf, size_t len)
 {
 	struct fi_cq_msg_entry comp;
@@ -209,10 +258,13 @@ int main(void)
 	char garbage[16] = "not a handshake";
 	char rbuf[64];
 	uint32_t event;
+	static const char *const drop_warnings[] = { "dropping" };
+	uint64_t drops;
 	ssize_t ret;
-	int i, got = 0, errors = 0;
+	int i, got = 0, errors = 0, warned;
 
 	alarm(120);
+	capture_log();
 	open_layer(&l);
 	TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));
 	if (lt_core_is_msg()) {
@@ -289,10 +341,21 @@ int main(void)
 	/* Rendezvous request with too many segments. */
 	msg.hdr.seg_cnt = 1000;
 	raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(msg.seg[0]));
-	/* Acknowledgement of a message never sent. */
+	/*
+	 * Acknowledgements of messages never sent, several: each is dropped and counted, and
+	 * warned of once (a peer cannot flood the log).
+	 */
+	drops = dropped_cnt(&l);
 	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_ACK,
 				       .msg_id = 12345 };
-	raw_send(&l, &r, &msg, sizeof(msg.hdr));
+	for (i = 0; i < 3; i++)
+		raw_send(&l, &r, &msg, sizeof(msg.hdr));
+	for (i = 0; i < 20000 && dropped_cnt(&l) < drops + 3; i++) {
+		fi_cq_read(l.cq, NULL, 0);
+		usleep(100);
+	}
+	CHECK(dropped_cnt(&l) == drops + 3, "3 acks for nothing: %lu dropped",
+	      (unsigned long) (dropped_cnt(&l) - drops));
 	/* Finally a good message. */
 	msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER,
 				       .size = 3 };
@@ -382,6 +445,10 @@ out:
 	fi_close(&r.domain->fid);
 	fi_close(&r.fabric->fid);
 	fi_freeinfo(r.info);
+	/* one warning for the first message dropped, whatever its kind; the rest are counted */
+	warned = count_warnings(drop_warnings, 1);
+	CHECK(warned == 1, "dropped messages warned of %d times (once, then at info level)",
+	      warned);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }
