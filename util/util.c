@@ -2,9 +2,28 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "util/util.h"
+
+void *util_array_grow(void *array, size_t *cnt, size_t elem_size, size_t index)
+{
+	size_t new_cnt = UTIL_MAX(*cnt * 2, 64);
+	void *grown;
+
+	while (new_cnt <= index)
+		new_cnt *= 2;
+	if (new_cnt > SIZE_MAX / elem_size)
+		return NULL;
+	grown = realloc(array, new_cnt * elem_size);
+	if (!grown)
+		return NULL;
+	memset((char *) grown + *cnt * elem_size, 0, (new_cnt - *cnt) * elem_size);
+	*cnt = new_cnt;
+	return grown;
+}
 
 uint64_t util_now_ms(void)
 {

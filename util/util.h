@@ -38,6 +38,13 @@ static inline size_t util_roundup_pow2(size_t x)
 	return p;
 }
 
+/*
+ * Grows an array of *cnt elements of elem_size bytes so that index fits (doubling, at least
+ * 64 elements), the new elements zeroed: the array, moved, with *cnt updated; NULL without
+ * memory (the array and *cnt unchanged).
+ */
+void *util_array_grow(void *array, size_t *cnt, size_t elem_size, size_t index);
+
 /* Milliseconds since an arbitrary start, from CLOCK_MONOTONIC. */
 uint64_t util_now_ms(void);
 

@@ -74,17 +74,12 @@ static void layer_conn_set_src(struct layer_conns *conns, struct layer_conn *con
 static int layer_conns_grow(struct layer_conns *conns, size_t index)
 {
 	struct layer_conn **by_index;
-	size_t cnt = UTIL_MAX(conns->by_index_cnt * 2, 64);
 
-	while (cnt <= index)
-		cnt *= 2;
-	by_index = realloc(conns->by_index, cnt * sizeof(*by_index));
+	by_index = util_array_grow(conns->by_index, &conns->by_index_cnt,
+				   sizeof(*conns->by_index), index);
 	if (!by_index)
 		return -FI_ENOMEM;
-	memset(by_index + conns->by_index_cnt, 0,
-	       (cnt - conns->by_index_cnt) * sizeof(*by_index));
 	conns->by_index = by_index;
-	conns->by_index_cnt = cnt;
 	return 0;
 }
 

@@ -168,33 +168,12 @@ static struct layer_rdm_peer *layer_rdm_peer_by_src(struct layer_rdm_core *rcore
 	return src < rcore->by_core_addr_cnt ? rcore->by_core_addr[src] : NULL;
 }
 
-/* Makes room for core fi_addr in the table of peers by core address. */
-static int layer_rdm_grow_by_core_addr(struct layer_rdm_core *rcore, fi_addr_t core_addr)
-{
-	struct layer_rdm_peer **table;
-	size_t cnt;
-
-	if (core_addr < rcore->by_core_addr_cnt)
-		return 0;
-	cnt = UTIL_MAX(rcore->by_core_addr_cnt * 2, 64);
-	while (cnt <= core_addr)
-		cnt *= 2;
-	table = realloc(rcore->by_core_addr, cnt * sizeof(*table));
-	if (!table)
-		return -FI_ENOMEM;
-	memset(table + rcore->by_core_addr_cnt, 0,
-	       (cnt - rcore->by_core_addr_cnt) * sizeof(*table));
-	rcore->by_core_addr = table;
-	rcore->by_core_addr_cnt = cnt;
-	return 0;
-}
-
 /* The peer of a (normalised) address, inserted into the core AV on first use. */
 static int layer_rdm_peer_get(struct layer_rdm_core *rcore, const void *addr,
 			      struct layer_rdm_peer **peer_out)
 {
 	fi_addr_t core_addr = FI_ADDR_NOTAVAIL;
-	struct layer_rdm_peer *peer;
+	struct layer_rdm_peer *peer, **table;
 	int ret;
 
 	peer = layer_rdm_peer_find(rcore, addr);
@@ -214,9 +193,15 @@ static int layer_rdm_peer_get(struct layer_rdm_core *rcore, const void *addr,
 		ret = -FI_EOPNOTSUPP;
 		goto err_remove;
 	}
-	ret = layer_rdm_grow_by_core_addr(rcore, core_addr);
-	if (ret)
-		goto err_remove;
+	if (core_addr >= rcore->by_core_addr_cnt) {
+		table = util_array_grow(rcore->by_core_addr, &rcore->by_core_addr_cnt,
+					sizeof(*table), core_addr);
+		if (!table) {
+			ret = -FI_ENOMEM;
+			goto err_remove;
+		}
+		rcore->by_core_addr = table;
+	}
 	peer = calloc(1, sizeof(*peer));
 	if (!peer) {
 		ret = -FI_ENOMEM;

@@ -132,32 +132,43 @@ static inline size_t layer_iov_total(const struct iovec *iov, size_t count)
 }
 
 /*
- * A send of either interface: checks its arguments, runs it under the lock of the variant
- * (is_locked is a constant in each), and makes progress before returning -FI_EAGAIN so that
- * an application retrying the call cannot spin without anything moving. flags as for
- * layer_tx_send.
+ * The frame of every data call, is_locked a constant in each variant: enter takes the lock
+ * and says whether the endpoint is enabled; leave releases it and, before returning
+ * -FI_EAGAIN, makes progress, so that an application retrying the call cannot spin without
+ * anything moving.
  */
-static inline __attribute__((always_inline)) ssize_t
-layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
-	      uint64_t data, uint64_t tag, uint64_t flags, void *context, const bool is_locked)
+static inline __attribute__((always_inline)) bool layer_ep_enter(struct layer_ep *ep,
+								 const bool is_locked)
 {
-	ssize_t ret;
-
-	if (unlikely(!layer_iov_ok(iov, count)))
-		return -FI_EINVAL;
-	if (unlikely((flags & FI_INJECT) && layer_iov_total(iov, count) > LAYER_INJECT_SIZE))
-		return -FI_EMSGSIZE;
 	if (is_locked)
 		pthread_mutex_lock(&ep->lock);
-	if (likely(ep->is_enabled))
-		ret = layer_tx_send(&ep->proto, iov, count, dest, data, tag, flags, context);
-	else
-		ret = -FI_EOPBADSTATE;
+	return likely(ep->is_enabled);
+}
+
+static inline __attribute__((always_inline)) ssize_t
+layer_ep_leave(struct layer_ep *ep, ssize_t ret, const bool is_locked)
+{
 	if (is_locked)
 		pthread_mutex_unlock(&ep->lock);
 	if (unlikely(ret == -FI_EAGAIN))
 		layer_ep_progress(ep);
 	return ret;
+}
+
+/* A send of either interface, its arguments checked. flags as for layer_tx_send. */
+static inline __attribute__((always_inline)) ssize_t
+layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count, fi_addr_t dest,
+	      uint64_t data, uint64_t tag, uint64_t flags, void *context, const bool is_locked)
+{
+	ssize_t ret = -FI_EOPBADSTATE;
+
+	if (unlikely(!layer_iov_ok(iov, count)))
+		return -FI_EINVAL;
+	if (unlikely((flags & FI_INJECT) && layer_iov_total(iov, count) > LAYER_INJECT_SIZE))
+		return -FI_EMSGSIZE;
+	if (layer_ep_enter(ep, is_locked))
+		ret = layer_tx_send(&ep->proto, iov, count, dest, data, tag, flags, context);
+	return layer_ep_leave(ep, ret, is_locked);
 }
 
 /*

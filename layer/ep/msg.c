@@ -34,7 +34,7 @@ static inline __attribute__((always_inline)) ssize_t
 layer_msg_recv(struct layer_ep *ep, const struct iovec *iov, size_t count, fi_addr_t src,
 	       uint64_t flags, void *context, const bool is_locked)
 {
-	ssize_t ret;
+	ssize_t ret = -FI_EOPBADSTATE;
 
 	if (unlikely(!layer_iov_ok(iov, count)))
 		return -FI_EINVAL;
@@ -44,20 +44,14 @@ layer_msg_recv(struct layer_ep *ep, const struct iovec *iov, size_t count, fi_ad
 		if (count != 1)
 			return -FI_EINVAL;
 	}
-	if (is_locked)
-		pthread_mutex_lock(&ep->lock);
-	if (unlikely(!ep->is_enabled))
-		ret = -FI_EOPBADSTATE;
-	else if (unlikely(src != FI_ADDR_UNSPEC || (flags & FI_AUTH_KEY)) &&
-		 layer_ep_check_src(ep, &src, &flags))
-		ret = -FI_EINVAL;
-	else
-		ret = layer_rx_post(&ep->proto, iov, count, src, flags, context);
-	if (is_locked)
-		pthread_mutex_unlock(&ep->lock);
-	if (unlikely(ret == -FI_EAGAIN))
-		layer_ep_progress(ep);
-	return ret;
+	if (layer_ep_enter(ep, is_locked)) {
+		if (unlikely(src != FI_ADDR_UNSPEC || (flags & FI_AUTH_KEY)) &&
+		    layer_ep_check_src(ep, &src, &flags))
+			ret = -FI_EINVAL;
+		else
+			ret = layer_rx_post(&ep->proto, iov, count, src, flags, context);
+	}
+	return layer_ep_leave(ep, ret, is_locked);
 }
 
 static inline __attribute__((always_inline)) ssize_t

@@ -36,7 +36,7 @@ layer_tagged_recv(struct layer_ep *ep, const struct iovec *iov, size_t count, fi
 		  uint64_t tag, uint64_t ignore, uint64_t flags, void *context,
 		  const bool is_locked)
 {
-	ssize_t ret;
+	ssize_t ret = -FI_EOPBADSTATE;
 
 	if (unlikely(!layer_iov_ok(iov, count)))
 		return -FI_EINVAL;
@@ -45,25 +45,22 @@ layer_tagged_recv(struct layer_ep *ep, const struct iovec *iov, size_t count, fi
 		     ((flags & FI_CLAIM) && !context)))
 		return -FI_EINVAL;
 
-	if (is_locked)
-		pthread_mutex_lock(&ep->lock);
-	if (unlikely(!ep->is_enabled))
-		ret = -FI_EOPBADSTATE;
-	else if (unlikely((flags & (FI_CLAIM | FI_PEEK)) == FI_CLAIM))
-		/* The claimed message is named by the context; source and tag play no part. */
-		ret = layer_rx_claim(&ep->proto, iov, count, flags, context);
-	else if (unlikely(src != FI_ADDR_UNSPEC || (flags & FI_AUTH_KEY)) &&
-		 layer_ep_check_src(ep, &src, &flags))
-		ret = -FI_EINVAL;
-	else if (unlikely(flags & FI_PEEK))
-		ret = layer_rx_peek(&ep->proto, iov, count, src, tag, ignore, flags, context);
-	else
-		ret = layer_rx_tpost(&ep->proto, iov, count, src, tag, ignore, flags, context);
-	if (is_locked)
-		pthread_mutex_unlock(&ep->lock);
-	if (unlikely(ret == -FI_EAGAIN))
-		layer_ep_progress(ep);
-	return ret;
+	if (layer_ep_enter(ep, is_locked)) {
+		if (unlikely((flags & (FI_CLAIM | FI_PEEK)) == FI_CLAIM))
+			/* The claimed message is named by the context; source and tag play no
+			 * part. */
+			ret = layer_rx_claim(&ep->proto, iov, count, flags, context);
+		else if (unlikely(src != FI_ADDR_UNSPEC || (flags & FI_AUTH_KEY)) &&
+			 layer_ep_check_src(ep, &src, &flags))
+			ret = -FI_EINVAL;
+		else if (unlikely(flags & FI_PEEK))
+			ret = layer_rx_peek(&ep->proto, iov, count, src, tag, ignore, flags,
+					    context);
+		else
+			ret = layer_rx_tpost(&ep->proto, iov, count, src, tag, ignore, flags,
+					     context);
+	}
+	return layer_ep_leave(ep, ret, is_locked);
 }
 
 static inline __attribute__((always_inline)) ssize_t
