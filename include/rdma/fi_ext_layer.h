@@ -14,6 +14,7 @@
  * 4. The members and key of an AV set, through fi_open_ops.
  * 5. An endpoint's unexpected-message memory, through fi_getopt.
  * 6. The messages an endpoint dropped, through fi_getopt (FI_OPT_LAYER_DROPPED).
+ * 7. An endpoint's connections, through fi_getopt (FI_OPT_LAYER_CONN_COUNT).
  *
  * This header does not depend on the project's config.h: it tests the macros themselves.
  */
@@ -227,6 +228,17 @@ struct fi_layer_unexp_stats {
  * Errors and read-only as FI_OPT_LAYER_AUTH_DROPPED.
  */
 #define FI_OPT_LAYER_DROPPED (-0x4c04)
+
+/*
+ * The endpoint's connections, as a uint64_t: over a MSG core the core endpoints it holds
+ * connected or connecting, one per peer endpoint it talks with (both ways) and one more to
+ * itself when it sends to itself; over an RDM core the (peer, key) channels it uses.
+ *	uint64_t cnt;
+ *	size_t len = sizeof(cnt);
+ *	fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_CONN_COUNT, &cnt, &len);
+ * Errors and read-only as FI_OPT_LAYER_AUTH_DROPPED.
+ */
+#define FI_OPT_LAYER_CONN_COUNT (-0x4c05)
 
 #ifdef __cplusplus
 }

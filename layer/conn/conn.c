@@ -48,27 +48,42 @@ static void layer_peer_put(struct layer_conns *conns, struct layer_peer *peer)
  * address with the connection's key (an address inserted with that key when keys come from
  * the AV, else the plain address).
  */
-static fi_addr_t layer_conn_find_src(const struct layer_conns *conns,
-				     const struct layer_conn *conn)
+static fi_addr_t layer_conns_find_src(const struct layer_conns *conns, const void *addr,
+				      fi_addr_t key)
 {
-	const void *addr = conn->chan->peer_addr;
-
 	if (!conns->av)
 		return FI_ADDR_NOTAVAIL;
-	return conn->key == FI_ADDR_NOTAVAIL ?
+	return key == FI_ADDR_NOTAVAIL ?
 	       layer_av_find(conns->av, addr, conns->core->addrlen) :
-	       layer_av_find_key(conns->av, addr, conns->core->addrlen, conn->key);
+	       layer_av_find_key(conns->av, addr, conns->core->addrlen, key);
+}
+
+static inline fi_addr_t layer_conn_find_src(const struct layer_conns *conns,
+					    const struct layer_conn *conn)
+{
+	return layer_conns_find_src(conns, conn->chan->peer_addr, conn->key);
+}
+
+/* The table index of the AV entry of addr with key: SIZE_MAX when there is none. */
+static size_t layer_conns_src_index(const struct layer_conns *conns, const void *addr,
+				    fi_addr_t key, fi_addr_t *src_addr)
+{
+	size_t index;
+
+	*src_addr = layer_conns_find_src(conns, addr, key);
+	if (*src_addr == FI_ADDR_NOTAVAIL)
+		return SIZE_MAX;
+	if (layer_av_resolve(conns->av, *src_addr, NULL, &index)) {
+		*src_addr = FI_ADDR_NOTAVAIL;
+		return SIZE_MAX;
+	}
+	return index;
 }
 
 static void layer_conn_set_src(struct layer_conns *conns, struct layer_conn *conn)
 {
-	size_t index;
-
-	conn->src_addr = layer_conn_find_src(conns, conn);
-	if (conn->src_addr != FI_ADDR_NOTAVAIL &&
-	    layer_av_resolve(conns->av, conn->src_addr, NULL, &index))
-		conn->src_addr = FI_ADDR_NOTAVAIL;
-	conn->src_index = conn->src_addr == FI_ADDR_NOTAVAIL ? SIZE_MAX : index;
+	conn->src_index = layer_conns_src_index(conns, conn->chan->peer_addr, conn->key,
+						&conn->src_addr);
 }
 
 static int layer_conns_grow(struct layer_conns *conns, size_t index)
@@ -160,6 +175,53 @@ static int layer_conn_connect(struct layer_conns *conns, size_t index, const voi
 	return 0;
 }
 
+/*
+ * An accepted connection from a peer in the AV that this endpoint has no connection to send
+ * on yet becomes that peer's: the endpoint's sends to it share the connection. With keys
+ * from the AV, the peer is the address inserted with the connection's key. Tried when the
+ * connection is accepted, when the AV gains entries, and on the first send to the entry.
+ */
+static void layer_conn_adopt(struct layer_conns *conns, struct layer_conn *conn)
+{
+	size_t index = conn->src_index;
+
+	if (!conn->chan->is_two_way || conn->is_tx || conn->state == LAYER_CONN_CLOSED ||
+	    conn->src_addr == FI_ADDR_NOTAVAIL)
+		return;
+	if (index >= conns->by_index_cnt && layer_conns_grow(conns, index))
+		return;
+	if (!conns->by_index[index]) {
+		layer_conn_serve(conns, conn, index);
+		FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "connection %p adopted for av index %zu\n",
+		       (void *) conn, index);
+	}
+}
+
+/*
+ * A connection the peer at addr opened that can carry the sends to index, when the AV did
+ * not tell of the entry (a named AV another process filled).
+ */
+static struct layer_conn *layer_conns_find_adoptable(struct layer_conns *conns,
+						     const void *addr, size_t index)
+{
+	struct layer_peer *peer;
+	struct layer_conn *conn;
+	struct util_dlist *item;
+
+	HASH_FIND(hh, conns->peers, addr, conns->core->addrlen, peer);
+	if (!peer)
+		return NULL;
+	util_dlist_foreach(&peer->conns, item) {
+		conn = container_of(item, struct layer_conn, peer_link);
+		if (conn->is_tx || conn->state == LAYER_CONN_CLOSED || !conn->chan->is_two_way)
+			continue;
+		layer_conn_set_src(conns, conn);
+		if (conn->src_index == index)
+			return conn;
+	}
+	return NULL;
+}
+
 int layer_conn_get(struct layer_conns *conns, fi_addr_t dest, struct layer_conn **conn)
 {
 	uint8_t addr[LAYER_ADDR_MAX];
@@ -193,24 +255,89 @@ int layer_conn_get(struct layer_conns *conns, fi_addr_t dest, struct layer_conn 
 	}
 	if (cur)
 		layer_conn_fail(cur, FI_EADDRNOTAVAIL);
+	cur = layer_conns_find_adoptable(conns, addr, index);
+	if (cur) {
+		layer_conn_serve(conns, cur, index);
+		*conn = cur;
+		return 0;
+	}
 	return layer_conn_connect(conns, index, addr, conn);
 }
 
 /*
- * An accepted connection from a peer in the AV that this endpoint has no connection to send
- * on yet becomes that peer's: the endpoint's sends to it share the connection. With keys
- * from the AV, the peer is the address inserted with the connection's key.
+ * One connection per pair of endpoints. Over a MSG core a connection carries both ways, and
+ * an endpoint sends on the one it opened or, when the peer connected first, on the peer's
+ * (adopted). Two endpoints that ask each other at once would end with two: the request of
+ * the endpoint whose address is lower is the one both keep. A peer's request that finds a
+ * connection to send to it already (cur) is therefore:
  */
-static void layer_conn_adopt(struct layer_conns *conns, struct layer_conn *conn)
-{
-	size_t index = conn->src_index;
+enum layer_conn_clash {
+	LAYER_CLASH_SELF,   /* the endpoint's own, to itself: a second channel, never sent on */
+	LAYER_CLASH_REFUSE, /* ours is kept (we are lower, cur is ours): refused; the peer
+			     * takes ours over when it arrives */
+	LAYER_CLASH_TAKE,   /* theirs is kept (we are higher, cur ours and still connecting):
+			     * cur goes on over the peer's channel, with what is queued on it;
+			     * ours, which the peer refuses, is dropped */
+	LAYER_CLASH_STALE,  /* the peer asks again while cur is up, or while cur is the
+			     * peer's own: it no longer has cur (it restarted, or closed it),
+			     * so cur fails and the request makes a new connection */
+};
 
-	if (!conn->chan->is_two_way || conn->src_addr == FI_ADDR_NOTAVAIL)
-		return;
-	if (index >= conns->by_index_cnt && layer_conns_grow(conns, index))
-		return;
-	if (!conns->by_index[index])
-		layer_conn_serve(conns, conn, index);
+static enum layer_conn_clash layer_conn_clash(const struct layer_conns *conns,
+					      const struct layer_conn *cur,
+					      const struct layer_chan *chan)
+{
+	int cmp = memcmp(conns->core->addr, chan->peer_addr, conns->core->addrlen);
+
+	if (!cmp)
+		return LAYER_CLASH_SELF;
+	if (!cur->chan->is_outgoing)
+		return LAYER_CLASH_STALE;
+	if (cmp < 0)
+		return LAYER_CLASH_REFUSE;
+	return cur->state == LAYER_CONN_CONNECTING ? LAYER_CLASH_TAKE : LAYER_CLASH_STALE;
+}
+
+/* conn goes on over chan, of the same peer; its channel until now is dropped. */
+static void layer_conn_rechan(struct layer_conns *conns, struct layer_conn *conn,
+			      struct layer_chan *chan, fi_addr_t key)
+{
+	conns->core->ops->chan_drop(conn->chan);
+	conn->chan = chan;
+	chan->conn = conn;
+	conn->key = key;
+	layer_conn_set_src(conns, conn);
+}
+
+/*
+ * The peer refused conn's request because its own is kept (LAYER_CLASH_REFUSE there):
+ * conn, still connecting, takes the peer's over when it comes, and asks again meanwhile in
+ * case it never does (the peer dropped it, or what the peer still holds is a connection to
+ * an earlier process at this address, which it will see fail). Each request is answered
+ * only by the peer's progress, so this does not spin; LAYER_REDIAL_MAX bounds it.
+ */
+#define LAYER_REDIAL_MAX 256
+
+static int layer_conn_redial(struct layer_conns *conns, struct layer_conn *conn)
+{
+	struct layer_chan *chan;
+	fi_addr_t key_handle;
+	struct layer_key key;
+	bool is_up;
+	int ret;
+
+	if (conn->state != LAYER_CONN_CONNECTING || !conn->is_tx ||
+	    ++conn->redial_cnt > LAYER_REDIAL_MAX)
+		return -FI_ECONNREFUSED;
+	ret = layer_auth_tx_key(&conns->auth, conns->av, conn->tx_index, &key, &key_handle);
+	if (ret)
+		return ret;
+	ret = conns->core->ops->connect(conns->core, conn->chan->peer_addr, &key, &chan,
+					&is_up);
+	if (ret)
+		return ret;
+	layer_conn_rechan(conns, conn, chan, key_handle);
+	return 0;
 }
 
 void layer_conn_fail(struct layer_conn *conn, int err)
@@ -305,7 +432,8 @@ int layer_conns_enable(struct layer_conns *conns, struct layer_av *av)
 	return 0;
 }
 
-/* Entries went into the AV: connections from peers it did not hold may be in it now. */
+/* Entries went into the AV: connections from peers it did not hold may be in it now, and
+ * serve it. */
 void layer_conns_av_inserted(struct layer_conns *conns)
 {
 	struct layer_conn *conn;
@@ -313,9 +441,21 @@ void layer_conns_av_inserted(struct layer_conns *conns)
 
 	util_dlist_foreach(&conns->live, item) {
 		conn = container_of(item, struct layer_conn, link);
-		if (conn->src_addr == FI_ADDR_NOTAVAIL)
-			layer_conn_set_src(conns, conn);
+		if (conn->src_addr != FI_ADDR_NOTAVAIL)
+			continue;
+		layer_conn_set_src(conns, conn);
+		layer_conn_adopt(conns, conn);
 	}
+}
+
+size_t layer_conns_count(const struct layer_conns *conns)
+{
+	const struct util_dlist *item;
+	size_t cnt = 0;
+
+	util_dlist_foreach(&conns->live, item)
+		cnt++;
+	return cnt;
 }
 
 /*
@@ -342,12 +482,35 @@ void layer_conns_av_removed(struct layer_conns *conns, size_t index)
 static int layer_conn_up_accept(void *arg, struct layer_chan *chan, const struct layer_key *key)
 {
 	struct layer_conns *conns = layer_conns_of(arg);
-	struct layer_conn *conn;
-	fi_addr_t key_handle;
+	struct layer_conn *conn, *cur = NULL;
+	fi_addr_t key_handle, src_addr;
+	size_t index;
 
 	/* Checked once here: everything on the connection is attributed to this key. */
 	if (!layer_auth_accepts(&conns->auth, conns->av, key, &key_handle))
 		return -FI_EACCES;
+	if (chan->is_two_way && conns->av) {
+		index = layer_conns_src_index(conns, chan->peer_addr, key_handle, &src_addr);
+		cur = index < conns->by_index_cnt ? conns->by_index[index] : NULL;
+	}
+	if (cur) {
+		switch (layer_conn_clash(conns, cur, chan)) {
+		case LAYER_CLASH_REFUSE:
+			FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "refusing the peer's request: "
+			       "connection %p is kept\n", (void *) cur);
+			return -FI_EALREADY;
+		case LAYER_CLASH_TAKE:
+			FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "connection %p goes on over the "
+			       "peer's channel %p\n", (void *) cur, (void *) chan);
+			layer_conn_rechan(conns, cur, chan, key_handle);
+			return 0;
+		case LAYER_CLASH_STALE:
+			layer_conn_fail(cur, FI_ECONNRESET);
+			break;
+		case LAYER_CLASH_SELF:
+			break;
+		}
+	}
 	conn = layer_conn_alloc(conns, chan, key_handle);
 	if (!conn)
 		return -FI_ENOMEM;
@@ -362,6 +525,8 @@ static void layer_conn_up_connected(void *arg, struct layer_chan *chan)
 	struct layer_conns *conns = layer_conns_of(arg);
 	struct layer_conn *conn = chan->conn;
 
+	FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "channel %p (%s) of connection %p is up\n",
+	       (void *) chan, chan->is_outgoing ? "ours" : "the peer's", (void *) conn);
 	if (!conn || conn->state != LAYER_CONN_CONNECTING)
 		return;
 	conn->state = LAYER_CONN_CONNECTED;
@@ -370,8 +535,22 @@ static void layer_conn_up_connected(void *arg, struct layer_chan *chan)
 
 static void layer_conn_up_failed(void *arg, struct layer_chan *chan, int err)
 {
-	if (chan->conn)
-		layer_conn_fail(chan->conn, err);
+	struct layer_conns *conns = layer_conns_of(arg);
+	struct layer_conn *conn = chan->conn;
+	int ret;
+
+	FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "channel %p (%s) of connection %p failed: %s\n",
+	       (void *) chan, chan->is_outgoing ? "ours" : "the peer's", (void *) conn,
+	       fi_strerror(err));
+	if (!conn)
+		return;
+	if (err == FI_EALREADY) {
+		ret = layer_conn_redial(conns, conn);
+		if (!ret)
+			return;
+		err = -ret;
+	}
+	layer_conn_fail(conn, err);
 }
 
 /* The sender of a message is its connection's. */

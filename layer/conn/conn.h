@@ -10,12 +10,14 @@
  *
  * Each direction of a peer pair has one connection that carries its user data, so messages
  * from one peer arrive in the order sent. An endpoint sends a peer's messages on the
- * connection its AV index has: the one it opened on the first send, or, when a peer in the
- * AV connected first, that peer's incoming connection, adopted when it is accepted, so that a
- * ping-pong runs over one transport connection whose replies carry its acknowledgements.
- * Two endpoints that connect to each other at the same time keep one connection each, used
- * one way. Control replies (rendezvous ACKs, PACE) travel back on the connection the request
- * came in on.
+ * connection its AV index has: the one it opened on the first send, or, when the peer
+ * connected first, the peer's connection, adopted when it is accepted, when the peer's entry
+ * is inserted later, or on the first send to it (a named AV filled elsewhere). Over a MSG
+ * core, where a connection carries both ways, a pair of endpoints so has one core
+ * connection, whose replies carry its acknowledgements; when two endpoints ask each other at
+ * once, the request of the lower address is kept, by both (conn.c, enum layer_conn_clash).
+ * Control replies (rendezvous ACKs, PACE) travel back on the connection the request came in
+ * on.
  *
  * The sender of a message is the connection's, found once: when the connection opens, and
  * again on the AV's notices (an entry inserted or removed), not per message. A named AV
@@ -67,6 +69,7 @@ struct layer_conn {
 	fi_addr_t src_addr;            /* the peer's AV entry (with key), FI_ADDR_NOTAVAIL while
 					* the AV has none */
 	size_t src_index;              /* src_addr's table index */
+	unsigned redial_cnt;           /* requests the peer refused as duplicates (conn.c) */
 	/* The transmit path's (proto/tx.c): every send that refers to the connection is on one
 	 * of its lists, so that a failure completes each exactly once. */
 	struct util_dlist queued_tx;   /* not yet given to the core */
@@ -137,6 +140,9 @@ static inline bool layer_conns_has_closed(const struct layer_conns *conns)
 {
 	return !util_dlist_empty(&conns->closed) || !util_dlist_empty(&conns->draining);
 }
+
+/* The connections live (connecting or connected): what FI_OPT_LAYER_CONN_COUNT reads. */
+size_t layer_conns_count(const struct layer_conns *conns);
 
 /* The AV's notices (under the endpoint's lock). */
 void layer_conns_av_inserted(struct layer_conns *conns);

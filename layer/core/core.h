@@ -120,12 +120,14 @@ struct layer_core_upcalls {
 	/*
 	 * A peer opened chan (MSG: a connection request; RDM: the HELLO of a new key slot),
 	 * using key: 0 when it is taken (chan->conn set), -FI_EACCES when the key is refused,
-	 * -FI_ENOMEM. On refusal the adapter tells the peer why and frees the channel.
+	 * -FI_EALREADY when the endpoint's own connection to the peer is the one both keep
+	 * (MSG), -FI_ENOMEM. On refusal the adapter tells the peer why and frees the channel.
 	 */
 	int (*accept)(void *arg, struct layer_chan *chan, const struct layer_key *key);
 	/* An outgoing chan is connected: the peer's handshake is in (chan->tx_eager set). */
 	void (*connected)(void *arg, struct layer_chan *chan);
-	/* chan failed: nothing more goes on it. FI_EACCES: the peer refused its key. */
+	/* chan failed: nothing more goes on it. FI_EACCES: the peer refused its key;
+	 * FI_EALREADY: the peer keeps its own connection to this endpoint instead (MSG). */
 	void (*failed)(void *arg, struct layer_chan *chan, int err);
 	/* A message arrived in buf (buf->ctx.chan, buf->len set; its header not yet checked). */
 	void (*recv)(void *arg, struct layer_buf *buf);
@@ -165,6 +167,9 @@ struct layer_core_ops {
 	/* The connection of chan is gone: buffers still posted for it go up (buf_lost) with
 	 * err, chan is freed. */
 	void (*chan_free)(struct layer_chan *chan, int err);
+	/* The layer above lets go of chan before it carried anything (chan->conn is cleared):
+	 * the adapter closes it and frees it once the core has given back what it held. */
+	void (*chan_drop)(struct layer_chan *chan);
 	/* Reads core events and completions, calling the upcalls. */
 	void (*progress)(struct layer_core *core);
 	/* fi_trywait on the core's wait objects: 0 when the caller may sleep on them. */

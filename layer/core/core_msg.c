@@ -46,7 +46,12 @@ _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockadd
 struct layer_msg_core {
 	struct layer_core core;        /* first */
 	struct fid_pep *pep;           /* the listener */
-	struct util_dlist chans;       /* every struct layer_msg_chan not yet freed */
+	struct util_dlist chans;       /* every struct layer_msg_chan the layer above holds */
+	struct util_dlist dropped;     /* let go of (chan_drop): freed at the end of progress,
+					* once the core CQ gave back what they held */
+	bool is_closed;                /* the endpoint closes: nothing completes any more */
+	bool needs_drain;              /* a channel was closed since the core CQ was last read
+					* empty: completions it flushed may be in it */
 	unsigned eq_calls;             /* progress calls since the last EQ read */
 	unsigned eq_period;            /* calls between reads at most */
 	uint64_t eq_read_ns;           /* coarse clock at the last read */
@@ -58,6 +63,7 @@ struct layer_msg_chan {
 	struct util_dlist posted_bufs; /* struct layer_buf posted on it */
 	size_t posted_cnt;
 	bool is_ctrl_only;             /* outgoing, no user data seen on it yet: a few buffers */
+	bool is_connecting;            /* outgoing, the peer has not answered its request */
 };
 
 static inline struct layer_msg_core *layer_msg_core_of(struct layer_core *core)
@@ -240,12 +246,17 @@ static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool
 	return mchan;
 }
 
-/* Closes the channel's core endpoint: the core drops what it holds, completing nothing. */
+/*
+ * Closes the channel's core endpoint. tcp completes what it held with FI_ECANCELED errors
+ * in the core CQ (it already has if the connection broke): progress reads them before the
+ * channel may be freed (needs_drain).
+ */
 static void layer_msg_chan_close(struct layer_chan *chan)
 {
 	if (chan->core_ep) {
 		fi_close(&chan->core_ep->fid);
 		chan->core_ep = NULL;
+		layer_msg_core_of(chan->core)->needs_drain = true;
 	}
 }
 
@@ -258,6 +269,16 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 	struct layer_buf *buf;
 
 	layer_msg_chan_close(chan);
+	/*
+	 * Buffers the core still holds come back through the core CQ, FI_ECANCELED (tcp may
+	 * report them after the close): the channel waits for them, on the dropped list.
+	 */
+	if (!layer_msg_core_of(core)->is_closed && mchan->posted_cnt) {
+		chan->conn = NULL;
+		util_dlist_remove(&mchan->link);
+		util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(core)->dropped);
+		return;
+	}
 	while ((item = util_dlist_pop_front(&mchan->posted_bufs))) {
 		buf = container_of(item, struct layer_buf, link);
 		if (chan->conn)
@@ -267,6 +288,51 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 	}
 	util_dlist_remove(&mchan->link);
 	free(mchan);
+}
+
+/*
+ * A channel whose request is still out is left to the peer's answer (tcp 1.17 does not take
+ * back a request in flight cleanly: a core endpoint closed then still completes buffers
+ * later), and closed when it comes. A closed channel lives on until progress has read what
+ * the core flushed for it (needs_drain), then is freed.
+ */
+static void layer_msg_chan_drop(struct layer_chan *chan)
+{
+	struct layer_msg_chan *mchan = layer_msg_chan_of(chan);
+
+	chan->conn = NULL;
+	if (mchan->is_connecting)
+		return;
+	layer_msg_chan_close(chan);
+	util_dlist_remove(&mchan->link);
+	util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(chan->core)->dropped);
+}
+
+/* The peer answered a channel's request, or its connection ended: false when the channel was
+ * dropped meanwhile (it goes now, and the event with it). */
+static bool layer_msg_chan_answered(struct layer_chan *chan)
+{
+	layer_msg_chan_of(chan)->is_connecting = false;
+	if (chan->conn)
+		return true;
+	layer_msg_chan_drop(chan);
+	return false;
+}
+
+/* Frees the dropped channels whose buffers all came back (at close: all of them). */
+static void layer_msg_free_dropped(struct layer_msg_core *mcore)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_msg_chan *mchan;
+
+	util_dlist_foreach_safe(&mcore->dropped, item, tmp) {
+		mchan = container_of(item, struct layer_msg_chan, link);
+		if (mchan->posted_cnt && !mcore->is_closed)
+			continue;
+		util_dlist_remove(item);
+		util_dlist_insert_tail(item, &mcore->chans);
+		layer_msg_chan_free(&mchan->chan, 0);
+	}
 }
 
 static int layer_msg_setup_core(struct layer_msg_chan *mchan, struct fi_info *info)
@@ -380,6 +446,7 @@ static int layer_msg_connect(struct layer_core *core, const void *addr,
 		goto err_free_chan;
 	}
 	FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "connecting channel %p\n", (void *) &mchan->chan);
+	mchan->is_connecting = true;
 	*chan = &mchan->chan;
 	*is_up = false;
 	return 0;
@@ -406,10 +473,9 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 				     size_t len)
 {
 	const struct layer_hello *hello = (const struct layer_hello *) entry->data;
-	const struct layer_reject reject = {
+	struct layer_reject reject = {
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
-		.reason = LAYER_REJECT_AUTH_KEY,
 	};
 	const struct layer_accept accept = {
 		.magic = LAYER_HELLO_MAGIC,
@@ -438,8 +504,10 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 	if (ret) {
 		if (ret == -FI_EACCES)
 			layer_core_refused(core, "a connection request");
-		fi_reject(pep, entry->info->handle, ret == -FI_EACCES ? &reject : NULL,
-			  ret == -FI_EACCES ? sizeof(reject) : 0);
+		reject.reason = ret == -FI_EACCES ? LAYER_REJECT_AUTH_KEY :
+				ret == -FI_EALREADY ? LAYER_REJECT_DUPLICATE : 0;
+		fi_reject(pep, entry->info->handle, reject.reason ? &reject : NULL,
+			  reject.reason ? sizeof(reject) : 0);
 		layer_msg_chan_free(&mchan->chan, 0);
 		goto out;
 	}
@@ -458,16 +526,16 @@ out:
 	fi_freeinfo(entry->info);
 }
 
-/* Whether a failed connect was rejected for its key (struct layer_reject). */
-static bool layer_msg_is_key_reject(const struct fi_eq_err_entry *err)
+/* Why the peer refused a connect (enum layer_reject_reason), 0 when it did not say. */
+static unsigned layer_msg_reject_reason(const struct fi_eq_err_entry *err)
 {
 	struct layer_reject reject;
 
 	if (err->err != FI_ECONNREFUSED || !err->err_data ||
 	    err->err_data_size < sizeof(reject))
-		return false;
+		return 0;
 	memcpy(&reject, err->err_data, sizeof(reject));
-	return reject.magic == LAYER_HELLO_MAGIC && reject.reason == LAYER_REJECT_AUTH_KEY;
+	return reject.magic == LAYER_HELLO_MAGIC ? reject.reason : 0;
 }
 
 static void layer_msg_handle_eq_error(struct layer_core *core)
@@ -484,11 +552,19 @@ static void layer_msg_handle_eq_error(struct layer_core *core)
 		return;
 	}
 	chan = err.fid->context;
-	if (layer_msg_is_key_reject(&err)) {
+	if (!layer_msg_chan_answered(chan))
+		return;
+	switch (layer_msg_reject_reason(&err)) {
+	case LAYER_REJECT_AUTH_KEY:
 		/* reported by the sends' error completions */
 		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "connection refused: the peer does not "
 			"accept this endpoint's authorization key\n");
 		core->up->failed(core->up_arg, chan, FI_EACCES);
+		return;
+	case LAYER_REJECT_DUPLICATE:
+		FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "channel %p refused: the peer's own "
+		       "request is the connection\n", (void *) chan);
+		core->up->failed(core->up_arg, chan, FI_EALREADY);
 		return;
 	}
 	FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "connection failed: %s\n", fi_strerror(err.err));
@@ -501,6 +577,8 @@ static void layer_msg_handle_connected(struct layer_core *core, struct layer_cha
 {
 	struct layer_accept accept;
 
+	if (!layer_msg_chan_answered(chan))
+		return;
 	if (!chan->is_outgoing) {
 		core->up->connected(core->up_arg, chan);
 		return;
@@ -550,7 +628,9 @@ static bool layer_msg_progress_events(struct layer_core *core)
 						   (size_t) ret);
 			break;
 		case FI_SHUTDOWN:
-			core->up->failed(core->up_arg, ev.entry.fid->context, FI_ECONNRESET);
+			if (layer_msg_chan_answered(ev.entry.fid->context))
+				core->up->failed(core->up_arg, ev.entry.fid->context,
+						 FI_ECONNRESET);
 			break;
 		default:
 			LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "unexpected core event %u\n", event);
@@ -587,7 +667,8 @@ static void layer_msg_handle_error(struct layer_core *core, const struct fi_cq_e
 	if (!ctx)
 		return;
 	/* a read fails alone (a key the peer never registered, say) */
-	if (code != FI_ECANCELED && ctx->type != LAYER_CTX_READ && ctx->chan->core_ep)
+	if (code != FI_ECANCELED && ctx->type != LAYER_CTX_READ && ctx->chan->core_ep &&
+	    ctx->chan->conn)
 		core->up->failed(core->up_arg, ctx->chan, code);
 	if (ctx->type != LAYER_CTX_BUF) {
 		core->up->done(core->up_arg, ctx, code);
@@ -597,19 +678,26 @@ static void layer_msg_handle_error(struct layer_core *core, const struct fi_cq_e
 	mchan = layer_msg_chan_of(ctx->chan);
 	util_dlist_remove(&buf->link);
 	mchan->posted_cnt--;
-	/* a receive matched to its message fails as the connection did */
+	/* a receive matched to its message fails as the connection did (the connection may
+	 * be gone already: the buffer needs nothing of it) */
 	core->up->buf_lost(core->up_arg, buf, code == FI_ECANCELED ? FI_EIO : code);
 }
 
 static void layer_msg_progress_cq(struct layer_core *core)
 {
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
 	struct fi_cq_msg_entry comp[64];
 	struct fi_cq_err_entry err;
 	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
 	struct layer_ctx *ctx;
 	ssize_t ret, i;
 
+	/*
+	 * Until a read returns fewer entries than asked with no channel closed while handling
+	 * them: then nothing a closed channel flushed is left in the CQ.
+	 */
 	for (;;) {
+		mcore->needs_drain = false;
 		ret = fi_cq_read(core->cq, comp, batch);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
@@ -627,7 +715,7 @@ static void layer_msg_progress_cq(struct layer_core *core)
 			else
 				core->up->done(core->up_arg, ctx, 0);
 		}
-		if ((size_t) ret < batch)
+		if ((size_t) ret < batch && !mcore->needs_drain)
 			return;
 	}
 }
@@ -646,6 +734,8 @@ static void layer_msg_progress(struct layer_core *core)
 			mcore->eq_period <<= 1;
 	}
 	layer_msg_progress_cq(core);
+	if (unlikely(!util_dlist_empty(&mcore->dropped)) && !mcore->needs_drain)
+		layer_msg_free_dropped(mcore);
 }
 
 static int layer_msg_trywait(struct layer_core *core)
@@ -661,10 +751,19 @@ static int layer_msg_trywait(struct layer_core *core)
 static void layer_msg_close(struct layer_core *core)
 {
 	struct layer_msg_core *mcore = layer_msg_core_of(core);
-	struct util_dlist *item;
+	struct util_dlist *item, *tmp;
+	struct layer_msg_chan *mchan;
 
-	util_dlist_foreach(&mcore->chans, item)
-		layer_msg_chan_close(&container_of(item, struct layer_msg_chan, link)->chan);
+	mcore->is_closed = true;
+	util_dlist_foreach_safe(&mcore->chans, item, tmp) {
+		mchan = container_of(item, struct layer_msg_chan, link);
+		layer_msg_chan_close(&mchan->chan);
+		/* dropped while its request was out: no connection frees it */
+		if (!mchan->chan.conn)
+			layer_msg_chan_free(&mchan->chan, 0);
+	}
+	/* nothing completes after close: what the core held of them is gone */
+	layer_msg_free_dropped(mcore);
 	if (mcore->pep) {
 		fi_close(&mcore->pep->fid);
 		mcore->pep = NULL;
@@ -677,6 +776,7 @@ static const struct layer_core_ops layer_core_msg_ops = {
 	.connect = layer_msg_connect,
 	.chan_close = layer_msg_chan_close,
 	.chan_free = layer_msg_chan_free,
+	.chan_drop = layer_msg_chan_drop,
 	.progress = layer_msg_progress,
 	.trywait = layer_msg_trywait,
 	.post_buf = layer_msg_post_buf,
@@ -693,5 +793,6 @@ struct layer_core *layer_core_msg_alloc(void)
 		return NULL;
 	mcore->core.ops = &layer_core_msg_ops;
 	util_dlist_init(&mcore->chans);
+	util_dlist_init(&mcore->dropped);
 	return &mcore->core;
 }

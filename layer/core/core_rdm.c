@@ -446,6 +446,14 @@ static void layer_rdm_chan_free(struct layer_chan *chan, int err)
 	free(layer_rdm_chan_of(chan));
 }
 
+/* A channel that carried nothing holds nothing of the core (RDM channels are one way, so
+ * the connection layer has no reason to drop one today). */
+static void layer_rdm_chan_drop(struct layer_chan *chan)
+{
+	chan->conn = NULL;
+	layer_rdm_chan_free(chan, 0);
+}
+
 /* Errors that say the peer itself is unreachable or gone, not just this operation. */
 static bool layer_rdm_err_is_peer_lost(int err)
 {
@@ -919,6 +927,7 @@ static const struct layer_core_ops layer_core_rdm_ops = {
 	.connect = layer_rdm_connect,
 	.chan_close = layer_rdm_chan_close,
 	.chan_free = layer_rdm_chan_free,
+	.chan_drop = layer_rdm_chan_drop,
 	.progress = layer_rdm_progress,
 	.trywait = layer_rdm_trywait,
 	.post_buf = layer_rdm_post_buf,

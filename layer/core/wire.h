@@ -10,7 +10,9 @@
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
  *   listening address, the largest eager payload its buffers take, its authorization key),
- *   its acceptance struct layer_accept, a refusal struct layer_reject;
+ *   its acceptance struct layer_accept, a refusal struct layer_reject (for the requester's
+ *   key, or because the two endpoints asked each other at once and the acceptor's request
+ *   is the one both keep);
  * - over an RDM core the first message to a peer for each key (a numbered slot) is a HELLO
  *   carrying the sender's address and the key, answered by HELLO_ACK (whose data field says
  *   what the answering endpoint's buffers take) or HELLO_NAK (the key is refused).
@@ -129,6 +131,8 @@ struct layer_reject {
 
 enum layer_reject_reason {
 	LAYER_REJECT_AUTH_KEY = 1, /* the requester's key is not one the endpoint accepts */
+	LAYER_REJECT_DUPLICATE = 2, /* both endpoints asked at once: the acceptor's own
+				     * request is the connection both keep (conn/conn.c) */
 };
 
 #endif /* LAYER_CORE_WIRE_H */

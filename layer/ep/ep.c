@@ -420,7 +420,8 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 		return layer_ep_get_unexp_stats(ep, optval, optlen);
 	if (optname == FI_OPT_MIN_MULTI_RECV)
 		size = sizeof(size_t);
-	else if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_DROPPED)
+	else if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_DROPPED ||
+		 optname == FI_OPT_LAYER_CONN_COUNT)
 		size = sizeof(uint64_t);
 	else if (optname == FI_OPT_LAYER_DIRECT_RECV)
 		size = sizeof(int);
@@ -438,9 +439,9 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 		*(int *) optval = ep->domain->has_direct_recv;
 	} else {
 		layer_ep_lock(ep);
-		*(uint64_t *) optval = optname == FI_OPT_LAYER_DROPPED ?
-				       ep->core->dropped_cnt :
-				       ep->core->refused_cnt;
+		*(uint64_t *) optval = optname == FI_OPT_LAYER_DROPPED ? ep->core->dropped_cnt :
+				       optname == FI_OPT_LAYER_CONN_COUNT ?
+				       layer_conns_count(&ep->conns) : ep->core->refused_cnt;
 		layer_ep_unlock(ep);
 	}
 	*optlen = size;
@@ -456,7 +457,8 @@ static int layer_ep_setopt(fid_t fid, int level, int optname, const void *optval
 		return -FI_ENOPROTOOPT;
 	/* what the provider counts: read only */
 	if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_UNEXP_STATS ||
-	    optname == FI_OPT_LAYER_DIRECT_RECV || optname == FI_OPT_LAYER_DROPPED)
+	    optname == FI_OPT_LAYER_DIRECT_RECV || optname == FI_OPT_LAYER_DROPPED ||
+	    optname == FI_OPT_LAYER_CONN_COUNT)
 		return -FI_EOPNOTSUPP;
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
