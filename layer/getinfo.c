@@ -336,7 +336,9 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	 * address as fi_av_insert takes it; applications insert it to reach their server. */
 	info->handle = NULL;
 
-	info->tx_attr->caps = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE);
+	/* the attrs hold transmit or receive caps only: domain ones are the info's */
+	info->tx_attr->caps = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |
+				       LAYER_DOMAIN_CAPS);
 	info->tx_attr->mode = 0;
 	info->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
 	info->tx_attr->msg_order = FI_ORDER_SAS;
@@ -347,7 +349,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->tx_attr->iov_limit = LAYER_IOV_LIMIT;
 	info->tx_attr->rma_iov_limit = 0;
 
-	info->rx_attr->caps = caps & ~FI_SEND;
+	info->rx_attr->caps = caps & ~(FI_SEND | LAYER_DOMAIN_CAPS);
 	info->rx_attr->mode = 0;
 	info->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS;

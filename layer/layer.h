@@ -77,8 +77,10 @@ extern struct layer_settings layer_settings;
 #define LAYER_MEM_TAG_FORMAT 0xAAAAAAAAAAAAAAAAULL
 /* FI_SHARED_AV: named AVs (layer/av_shm.c). */
 #define LAYER_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)
-#define LAYER_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | \
-			   FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
+/* Default op_flags an endpoint takes: FI_INJECT makes every send an inject (at most
+ * LAYER_INJECT_SIZE bytes, completed as bound). */
+#define LAYER_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | \
+			   FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
 #define LAYER_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 /* Protocol header bytes in front of every eager payload (layer/proto.h checks it). */
 #define LAYER_HDR_SIZE 40

@@ -271,7 +271,29 @@ static void check_attributes(void)
 			 "threading and progress are concrete values, not UNSPEC");
 		LT_CHECK(info->tx_attr->caps & FI_SEND && info->rx_attr->caps & FI_RECV,
 			 "tx caps include FI_SEND and rx caps include FI_RECV");
+		/* fi_getinfo(3): the attrs' caps are the transmit and receive ones only */
+		LT_CHECK(!((info->tx_attr->caps | info->rx_attr->caps) &
+			   (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SHARED_AV)),
+			 "tx and rx caps hold no domain caps (tx %#llx, rx %#llx)",
+			 (unsigned long long) info->tx_attr->caps,
+			 (unsigned long long) info->rx_attr->caps);
+		LT_CHECK(!(info->tx_attr->caps & (FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV)) &&
+				 !(info->rx_attr->caps & FI_SEND),
+			 "tx caps hold no receive caps, rx caps no FI_SEND");
 	}
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+
+	/* FI_INJECT as a default transmit flag, with FI_RM_ENABLED (fabtests' fi_msg_inject) */
+	hints = lt_hints(FI_MSG);
+	hints->tx_attr->op_flags = FI_INJECT;
+	hints->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	info = NULL;
+	ret = lt_getinfo(hints, &info);
+	if (LT_CHECK_RET(ret, 0, "tx op_flags FI_INJECT, FI_RM_ENABLED: fi_getinfo succeeds"))
+		LT_CHECK(info->tx_attr->op_flags & FI_INJECT,
+			 "tx op_flags FI_INJECT: kept in the info (%#llx)",
+			 (unsigned long long) info->tx_attr->op_flags);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 

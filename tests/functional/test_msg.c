@@ -268,6 +268,47 @@ static void test_inject(bool with_data)
 	check_no_stray(what);
 }
 
+/*
+ * FI_INJECT as the endpoint's default transmit flag (fi_control FI_SETOPSFLAG, or
+ * tx_attr->op_flags at open): every fi_send is an inject that still completes, larger ones
+ * are refused.
+ */
+static void test_default_inject(void)
+{
+	uint64_t flags = FI_TRANSMIT | FI_INJECT, old = FI_TRANSMIT;
+	struct fi_context2 sctx, rctx, big_ctx;
+	char sbuf[64], rbuf[64], big[1024];
+	struct lt_comp comp;
+	ssize_t ret;
+
+	if (!LT_CHECK_RET(fi_control(&a.ep->fid, FI_GETOPSFLAG, &old), 0,
+			  "default inject: FI_GETOPSFLAG") ||
+	    !LT_CHECK_RET(fi_control(&a.ep->fid, FI_SETOPSFLAG, &flags), 0,
+			  "default inject: FI_SETOPSFLAG FI_TRANSMIT | FI_INJECT"))
+		return;
+	lt_fill(sbuf, sizeof(sbuf), 9);
+	memset(rbuf, 0, sizeof(rbuf));
+	LT_CHECK_RET(lt_recv(&b, rbuf, sizeof(rbuf), FI_ADDR_UNSPEC, &rctx), 0,
+		     "default inject: fi_recv");
+	ret = LT_RETRY(fi_send(a.ep, sbuf, sizeof(sbuf), NULL, a_to_b, &sctx));
+	/* the buffer is the application's again as soon as the call returns */
+	memset(sbuf, 0xee, sizeof(sbuf));
+	LT_CHECK_RET(ret, 0, "default inject: fi_send of %zu bytes", sizeof(sbuf));
+	if (!ret && next_comp(&b.rx, &comp, "default inject")) {
+		check_rx(&comp, &rctx, sizeof(sbuf), "default inject");
+		LT_CHECK(lt_verify(rbuf, sizeof(sbuf), 9) == sizeof(sbuf),
+			 "default inject: the data as it was when the call returned");
+	}
+	if (!ret)
+		wait_tx(&a, &sctx, "default inject: the send completes (FI_COMPLETION as bound)");
+	LT_CHECK_RET(fi_send(a.ep, big, sizeof(big), NULL, a_to_b, &big_ctx), -FI_EMSGSIZE,
+		     "default inject: a send above inject_size is refused");
+	old |= FI_TRANSMIT;
+	LT_CHECK_RET(fi_control(&a.ep->fid, FI_SETOPSFLAG, &old), 0,
+		     "default inject: the flags restored");
+	check_no_stray("default inject");
+}
+
 /* FI_SOURCE for a sender the receiver's AV does not hold: FI_ADDR_NOTAVAIL. */
 static void test_source_unknown(void)
 {
@@ -1087,6 +1128,7 @@ int main(int argc, char **argv)
 	test_senddata();
 	test_inject(false);
 	test_inject(true);
+	test_default_inject();
 	test_source_unknown();
 	test_sizes();
 	test_order();
