@@ -284,7 +284,8 @@ static int layer_rdm_ctl_send(struct layer_rdm_core *rcore, struct layer_rdm_pee
 		.data = value,
 		.msg_id = slot,
 	};
-	memcpy(ctl->data, data, len);
+	if (len)
+		memcpy(ctl->data, data, len);
 	ctl->len = sizeof(ctl->hdr) + len;
 	/* the core's send takes header and data as one buffer */
 	_Static_assert(offsetof(struct layer_rdm_ctl, data) ==

@@ -13,12 +13,22 @@ root=
 [ "$(id -u)" -eq 0 ] && root=--allow-run-as-root
 # Everything on loopback: the core's interface, Open MPI's own out-of-band channel.
 export FI_TCP_IFACE=lo
+# A sanitizer build of the provider: every rank loads the sanitizer's runtime first (mpirun's
+# programs are not built with it), and Open MPI's own leaks are not ours.
+asan_env=
+lib=${FI_PROVIDER_PATH:-.}/liblayer-fi.so
+asan=$( [ -f "$lib" ] && ldd "$lib" | awk '/libasan/ { print $3 }')
+if [ -n "$asan" ]; then
+	LD_PRELOAD=$asan ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+	export LD_PRELOAD ASAN_OPTIONS
+	asan_env="-x LD_PRELOAD -x ASAN_OPTIONS"
+fi
 pass=0 fail=0
 for np in 2 3; do
 	if timeout 180 mpirun $root --oversubscribe -np $np --bind-to none \
 		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_layer" \
 		--mca oob_tcp_if_include lo --mca btl self \
-		-x FI_PROVIDER_PATH -x FI_TCP_IFACE "$exe"; then
+		-x FI_PROVIDER_PATH -x FI_TCP_IFACE $asan_env "$exe"; then
 		pass=$((pass + 1))
 	else
 		echo "FAIL: $np ranks"
