@@ -293,19 +293,13 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 /*
  * A channel whose request is still out is left to the peer's answer (tcp 1.17 does not take
  * back a request in flight cleanly: a core endpoint closed then still completes buffers
- * later), and closed when it comes. A closed channel lives on until progress has read what
- * the core flushed for it (needs_drain), then is freed.
+ * later), and freed when it comes; it carried nothing, so nothing above hears of it.
  */
 static void layer_msg_chan_drop(struct layer_chan *chan)
 {
-	struct layer_msg_chan *mchan = layer_msg_chan_of(chan);
-
 	chan->conn = NULL;
-	if (mchan->is_connecting)
-		return;
-	layer_msg_chan_close(chan);
-	util_dlist_remove(&mchan->link);
-	util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(chan->core)->dropped);
+	if (!layer_msg_chan_of(chan)->is_connecting)
+		layer_msg_chan_free(chan, 0);
 }
 
 /* The peer answered a channel's request, or its connection ended: false when the channel was
@@ -327,11 +321,8 @@ static void layer_msg_free_dropped(struct layer_msg_core *mcore)
 
 	util_dlist_foreach_safe(&mcore->dropped, item, tmp) {
 		mchan = container_of(item, struct layer_msg_chan, link);
-		if (mchan->posted_cnt && !mcore->is_closed)
-			continue;
-		util_dlist_remove(item);
-		util_dlist_insert_tail(item, &mcore->chans);
-		layer_msg_chan_free(&mchan->chan, 0);
+		if (!mchan->posted_cnt || mcore->is_closed)
+			layer_msg_chan_free(&mchan->chan, 0);
 	}
 }
 
@@ -734,7 +725,8 @@ static void layer_msg_progress(struct layer_core *core)
 			mcore->eq_period <<= 1;
 	}
 	layer_msg_progress_cq(core);
-	if (unlikely(!util_dlist_empty(&mcore->dropped)) && !mcore->needs_drain)
+	/* the CQ was read empty: what the dropped channels wait for has come, or comes later */
+	if (unlikely(!util_dlist_empty(&mcore->dropped)))
 		layer_msg_free_dropped(mcore);
 }
 
