@@ -28,6 +28,13 @@ static struct fi_ops layer_cntr_fi_ops = {
 	.ops_open = layer_no_ops_open,
 };
 
+struct layer_cntr *layer_cntr_of(struct fid *fid)
+{
+	if (!fid || fid->ops != &layer_cntr_fi_ops)
+		return NULL;
+	return container_of(fid, struct layer_cntr, util.cntr_fid.fid);
+}
+
 int layer_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr,
 		    struct fid_cntr **cntr_fid, void *context)
 {

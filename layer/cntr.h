@@ -15,4 +15,7 @@ struct layer_cntr {
 int layer_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		    struct fid_cntr **cntr, void *context);
 
+/* The counter behind fid, or NULL when fid is not one of this provider's counters. */
+struct layer_cntr *layer_cntr_of(struct fid *fid);
+
 #endif /* LAYER_CNTR_H */

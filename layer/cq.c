@@ -28,6 +28,13 @@ static struct fi_ops layer_cq_fi_ops = {
 	.ops_open = layer_no_ops_open,
 };
 
+struct layer_cq *layer_cq_of(struct fid *fid)
+{
+	if (!fid || fid->ops != &layer_cq_fi_ops)
+		return NULL;
+	return container_of(fid, struct layer_cq, util.cq_fid.fid);
+}
+
 int layer_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		  struct fid_cq **cq_fid, void *context)
 {

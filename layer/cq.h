@@ -19,4 +19,7 @@ struct layer_cq {
 int layer_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
 		  void *context);
 
+/* The CQ behind fid, or NULL when fid is not one of this provider's CQs. */
+struct layer_cq *layer_cq_of(struct fid *fid);
+
 #endif /* LAYER_CQ_H */

@@ -13,6 +13,7 @@
 #include "layer/cq.h"
 #include "layer/ep/ep.h"
 #include "layer/nosys.h"
+#include "layer/poll.h"
 
 static int layer_domain_close(struct fid *fid)
 {
@@ -47,7 +48,7 @@ static struct fi_ops_domain layer_domain_ops = {
 	.endpoint = layer_ep_open,
 	.scalable_ep = layer_no_scalable_ep,
 	.cntr_open = layer_cntr_open,
-	.poll_open = layer_no_poll_open,
+	.poll_open = layer_poll_open,
 	.stx_ctx = layer_no_stx_ctx,
 	.srx_ctx = layer_no_srx_ctx,
 	.query_atomic = layer_no_query_atomic,

@@ -7,7 +7,7 @@ liblayer_fi_la_SOURCES = \
 	layer/layer.h layer/init.c layer/getinfo.c layer/nosys.h layer/nosys.c \
 	layer/fabric.h layer/fabric.c layer/domain.h layer/domain.c layer/mr.h layer/mr.c \
 	layer/addr.h layer/addr.c \
-	layer/cq.h layer/cq.c layer/cntr.h layer/cntr.c layer/eq.h layer/eq.c \
+	layer/cq.h layer/cq.c layer/cntr.h layer/cntr.c layer/eq.h layer/eq.c layer/poll.h layer/poll.c \
 	layer/av/av.h layer/av/av.c layer/av/av_insert.c layer/av/av_event.c \
 	layer/av/av_auth.c layer/av/av_shm.c layer/av/av_set.h layer/av/av_set.c \
 	layer/ep/ep.h layer/ep/ep.c layer/ep/msg.c layer/ep/tagged.c \

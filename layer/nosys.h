@@ -2,7 +2,7 @@
  * Every entry of an object the provider does not offer, in one place. libfabric's inline
  * wrappers call through the ops tables unchecked, so each slot answers:
  * - -FI_ENOSYS for what the provider never implements (RMA, atomics, collectives, scalable
- *   endpoints, shared contexts, poll and wait sets, connection management of an RDM
+ *   endpoints, shared contexts, wait sets, connection management of an RDM
  *   endpoint...);
  * - -FI_EOPNOTSUPP for a data call the endpoint's capabilities leave out (a send on an
  *   endpoint opened without FI_SEND, a tagged call without FI_TAGGED): the endpoint then
@@ -35,8 +35,6 @@ int layer_no_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
 /* domain */
 int layer_no_scalable_ep(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
 			 void *context);
-int layer_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
-		       struct fid_poll **pollset);
 int layer_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct fid_stx **stx,
 		     void *context);
 int layer_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep,

@@ -63,11 +63,12 @@ static uint64_t util_cntr_readerr(struct fid_cntr *cntr_fid)
 	return err;
 }
 
+/* fi_poll(3): the application's own updates are no event; they move the poll mark along. */
 static int util_cntr_add(struct fid_cntr *cntr_fid, uint64_t value)
 {
 	struct util_cntr *cntr = container_of(cntr_fid, struct util_cntr, cntr_fid);
 
-	atomic_fetch_add(&cntr->cnt, value);
+	atomic_store(&cntr->poll_cnt, atomic_fetch_add(&cntr->cnt, value) + value);
 	util_cntr_wake(cntr);
 	return 0;
 }
@@ -77,6 +78,7 @@ static int util_cntr_set(struct fid_cntr *cntr_fid, uint64_t value)
 	struct util_cntr *cntr = container_of(cntr_fid, struct util_cntr, cntr_fid);
 
 	atomic_store(&cntr->cnt, value);
+	atomic_store(&cntr->poll_cnt, value);
 	util_cntr_wake(cntr);
 	return 0;
 }
@@ -85,7 +87,7 @@ static int util_cntr_adderr(struct fid_cntr *cntr_fid, uint64_t value)
 {
 	struct util_cntr *cntr = container_of(cntr_fid, struct util_cntr, cntr_fid);
 
-	atomic_fetch_add(&cntr->err, value);
+	atomic_store(&cntr->poll_err, atomic_fetch_add(&cntr->err, value) + value);
 	util_cntr_wake(cntr);
 	return 0;
 }
@@ -95,8 +97,21 @@ static int util_cntr_seterr(struct fid_cntr *cntr_fid, uint64_t value)
 	struct util_cntr *cntr = container_of(cntr_fid, struct util_cntr, cntr_fid);
 
 	atomic_store(&cntr->err, value);
+	atomic_store(&cntr->poll_err, value);
 	util_cntr_wake(cntr);
 	return 0;
+}
+
+bool util_cntr_poll(struct util_cntr *cntr)
+{
+	uint64_t cnt = atomic_load(&cntr->cnt);
+	uint64_t err = atomic_load(&cntr->err);
+
+	if (cnt == atomic_load(&cntr->poll_cnt) && err == atomic_load(&cntr->poll_err))
+		return false;
+	atomic_store(&cntr->poll_cnt, cnt);
+	atomic_store(&cntr->poll_err, err);
+	return true;
 }
 
 static bool util_cntr_wait_done(void *arg)
@@ -211,6 +226,8 @@ int util_cntr_init(struct util_cntr *cntr, const struct fi_cntr_attr *attr,
 	atomic_init(&cntr->is_fd_exported, false);
 	atomic_init(&cntr->seen_cnt, 0);
 	atomic_init(&cntr->seen_err, 0);
+	atomic_init(&cntr->poll_cnt, 0);
+	atomic_init(&cntr->poll_err, 0);
 
 	if (wait_obj != FI_WAIT_NONE)
 		return util_wait_init(&cntr->wait);

@@ -25,6 +25,8 @@ struct util_cntr {
 	atomic_bool is_fd_exported; /* FI_GETWAIT handed out the fd: every update signals */
 	_Atomic uint64_t seen_cnt;  /* values last returned by read/readerr, for trywait */
 	_Atomic uint64_t seen_err;
+	_Atomic uint64_t poll_cnt;  /* values at the last fi_poll that reported the counter, */
+	_Atomic uint64_t poll_err;  /* fi_cntr_set or fi_cntr_add (util/poll.h) */
 };
 
 /*
@@ -40,6 +42,11 @@ void util_cntr_inc(struct util_cntr *cntr);
 void util_cntr_inc_err(struct util_cntr *cntr);
 
 int util_cntr_control(struct fid *fid, int command, void *arg);
+/*
+ * For fi_poll: true when the value or the error count moved since the last call that
+ * returned true, fi_cntr_set / fi_cntr_add (and their error twins); both are then marked seen.
+ */
+bool util_cntr_poll(struct util_cntr *cntr);
 
 /*
  * For fi_trywait: clears the pending signal, then -FI_EAGAIN when the counter or its error

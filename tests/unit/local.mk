@@ -42,6 +42,10 @@ tests_unit_test_av_set_CFLAGS = $(unit_cflags)
 # allocation failures are injected into util's calls only
 tests_unit_test_av_set_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
+unit_tests += tests/unit/test_poll
+tests_unit_test_poll_LDADD = $(unit_ldadd)
+tests_unit_test_poll_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
