@@ -4,7 +4,8 @@
  * fi_layer_bench.c  the main process: options, the list of tests, runs, medians, the table
  * bench_peer.c      the client and server processes of one run
  * bench_fab.c       opening endpoints (RDM through an AV, MSG through fi_connect/fi_accept),
- *                   the address exchange over pipes
+ *                   the address exchange over pipes (--fabtests: the server learns the
+ *                   client's from its first message, as fabtests' servers do)
  * bench_xfer.c      the data path and the tests: latency, bandwidth, matching under load
  */
 #ifndef FI_LAYER_BENCH_H
@@ -102,6 +103,7 @@ struct options {
 	bool csv;
 	bool verbose;
 	bool pin;
+	bool fabtests;	 /* set endpoints up as fabtests does (--fabtests) */
 };
 
 /*
@@ -140,7 +142,8 @@ struct fab {
 	struct fid_av *av;   /* RDM only */
 	struct fid_eq *eq;   /* MSG only: connection events */
 	struct fid_pep *pep; /* MSG server only: the listening endpoint */
-	struct fid_cq *cq;
+	struct fid_cq *cq;    /* both directions; transmit only with --fabtests */
+	struct fid_cq *rx_cq; /* --fabtests: the receive CQ */
 	struct fid_ep *ep;
 	struct fid_mr *tx_mr;
 	struct fid_mr *rx_mr;
@@ -158,6 +161,7 @@ struct fab {
 	bool has_tagged;	   /* both sides opened the endpoint with FI_TAGGED */
 	bool check_tags;	   /* matching tests: every receive completion is checked */
 	uint64_t max_msg_size;	   /* the smaller of both sides' */
+	size_t inject_size;	   /* --fabtests: smaller sends go out with fi_inject */
 	fi_addr_t peer;
 	char peer_addr[256]; /* MSG client: the server's listening address */
 	size_t peer_addrlen;
@@ -197,6 +201,7 @@ int check_peer_alive(struct fab *f);
 int cq_poll(struct fab *f);
 bool test_possible(const struct fab *f, const struct test *t);
 int run_test(struct fab *f, const struct test *t, bool initiator, double *result);
+int exchange_names(struct fab *f);
 
 /* bench_peer.c */
 void die_with_parent(pid_t parent);

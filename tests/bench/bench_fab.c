@@ -61,8 +61,12 @@ static int fab_getinfo(const struct fab *f, bool tagged, bool manual, size_t rx_
 	hints->mode = FI_CONTEXT;
 	hints->ep_attr->type = f->is_msg_ep ? FI_EP_MSG : FI_EP_RDM;
 	hints->domain_attr->mr_mode = MR_MODE_ACCEPTED;
-	/* one thread per process: let the provider take its lock-free path */
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	/*
+	 * One thread per process: let the provider take its lock-free path. fabtests leaves
+	 * threading to the provider, which usually means FI_THREAD_SAFE and its locks.
+	 */
+	if (!opt.fabtests)
+		hints->domain_attr->threading = FI_THREAD_DOMAIN;
 	if (!f->is_msg_ep)
 		hints->domain_attr->av_type = FI_AV_TABLE;
 	if (manual)
@@ -137,6 +141,8 @@ void fab_close(struct fab *f)
 		fi_close(&f->av->fid);
 	if (f->cq)
 		fi_close(&f->cq->fid);
+	if (f->rx_cq)
+		fi_close(&f->rx_cq->fid);
 	if (f->eq)
 		fi_close(&f->eq->fid);
 	if (f->domain)
@@ -154,6 +160,7 @@ void fab_close(struct fab *f)
 	f->pep = NULL;
 	f->av = NULL;
 	f->cq = NULL;
+	f->rx_cq = NULL;
 	f->eq = NULL;
 	f->domain = NULL;
 	f->fabric = NULL;
@@ -216,6 +223,19 @@ static int fab_choose_info(struct fab *f)
 	return 0;
 }
 
+/* One CQ for both directions, or (--fabtests) one for each. */
+static int fab_bind_cqs(struct fab *f)
+{
+	int ret;
+
+	ret = fi_ep_bind(f->ep, &f->cq->fid, f->rx_cq ? FI_TRANSMIT : FI_TRANSMIT | FI_RECV);
+	if (!ret && f->rx_cq)
+		ret = fi_ep_bind(f->ep, &f->rx_cq->fid, FI_RECV);
+	if (ret)
+		fab_err(f, "fi_ep_bind(cq)", ret);
+	return ret;
+}
+
 /* The RDM side: an AV for the peer's address, and the endpoint enabled. */
 static int fab_open_rdm(struct fab *f)
 {
@@ -239,11 +259,9 @@ static int fab_open_rdm(struct fab *f)
 		fab_err(f, "fi_ep_bind(av)", ret);
 		return ret;
 	}
-	ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (ret) {
-		fab_err(f, "fi_ep_bind(cq)", ret);
+	ret = fab_bind_cqs(f);
+	if (ret)
 		return ret;
-	}
 	ret = fi_enable(f->ep);
 	if (ret)
 		fab_err(f, "fi_enable", ret);
@@ -265,11 +283,9 @@ static int fab_enable_msg_ep(struct fab *f, struct fi_info *info)
 		fab_err(f, "fi_ep_bind(eq)", ret);
 		return ret;
 	}
-	ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (ret) {
-		fab_err(f, "fi_ep_bind(cq)", ret);
+	ret = fab_bind_cqs(f);
+	if (ret)
 		return ret;
-	}
 	ret = fi_enable(f->ep);
 	if (ret)
 		fab_err(f, "fi_enable", ret);
@@ -351,10 +367,16 @@ int fab_open(struct fab *f, size_t buf_size)
 	/* never more than 2 windows + 2 outstanding, or one round of a matching test */
 	cq_attr.size = 4 * opt.window + 64 + bench_run.max_count;
 	ret = fi_cq_open(f->domain, &cq_attr, &f->cq, NULL);
+	if (!ret && opt.fabtests)
+		ret = fi_cq_open(f->domain, &cq_attr, &f->rx_cq, NULL);
 	if (ret) {
 		fab_err(f, "fi_cq_open", ret);
 		return ret;
 	}
+	f->inject_size = opt.fabtests ? f->info->tx_attr->inject_size : 0;
+	/* --fabtests: the client's first message carries its address */
+	if (opt.fabtests && buf_size < sizeof(f->peer_addr))
+		buf_size = sizeof(f->peer_addr);
 	ret = f->is_msg_ep ? fab_open_msg(f) : fab_open_rdm(f);
 	if (ret)
 		return ret;
@@ -473,7 +495,8 @@ int fab_recv_hdr(struct fab *f, int fd)
 		return hdr.status;
 	if (hdr.addrlen > sizeof(addr) || read_all(fd, addr, hdr.addrlen))
 		return -FI_EIO;
-	if (!f->is_msg_ep) {
+	/* --fabtests: the server learns the client's address from its first message */
+	if (!f->is_msg_ep && !(opt.fabtests && f->is_server)) {
 		ret = fi_av_insert(f->av, addr, 1, &f->peer, 0, NULL);
 		if (ret != 1) {
 			fab_err(f, "fi_av_insert", ret < 0 ? ret : -FI_EINVAL);
@@ -543,7 +566,7 @@ int fab_connect(struct fab *f)
 	int ret;
 
 	if (!f->is_msg_ep)
-		return 0;
+		return opt.fabtests ? exchange_names(f) : 0;
 	if (!f->is_server) {
 		ret = fi_connect(f->ep, f->peer_addr, NULL, 0);
 		if (ret) {
@@ -580,10 +603,12 @@ void fab_describe(const struct fab *f)
 
 	fprintf(stderr,
 		"%s: %s: provider %s, %s, fabric %s, domain %s, %s, data progress %s, "
-		"mr_mode 0x%x, window %zu, receive queue %zu\n",
+		"mr_mode 0x%x, window %zu, receive queue %zu%s\n",
 		BENCH_NAME, f->prov, i->fabric_attr->prov_name,
 		f->is_msg_ep ? "FI_EP_MSG" : "FI_EP_RDM", i->fabric_attr->name,
 		i->domain_attr->name, f->has_tagged ? "FI_MSG|FI_TAGGED" : "FI_MSG",
 		i->domain_attr->data_progress == FI_PROGRESS_MANUAL ? "manual" : "auto",
-		(unsigned) i->domain_attr->mr_mode, f->window, f->rx_depth);
+		(unsigned) i->domain_attr->mr_mode, f->window, f->rx_depth,
+		opt.fabtests ? ", fabtests set-up (tx and rx CQs, fi_inject, names in messages)" :
+			       "");
 }

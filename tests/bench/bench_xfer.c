@@ -84,13 +84,13 @@ static int check_match(const struct fab *f, const struct fi_cq_tagged_entry *com
 }
 
 /* One fi_cq_read; completions only move the counters. Busy polling is what we measure. */
-int cq_poll(struct fab *f)
+static int cq_poll_one(struct fab *f, struct fid_cq *cq)
 {
 	struct fi_cq_tagged_entry comp[CQ_BATCH];
 	struct fi_cq_err_entry err;
 	ssize_t ret;
 
-	ret = fi_cq_read(f->cq, comp, CQ_BATCH);
+	ret = fi_cq_read(cq, comp, CQ_BATCH);
 	if (ret > 0) {
 		f->empty_polls = 0;
 		for (ssize_t i = 0; i < ret; i++) {
@@ -115,7 +115,7 @@ int cq_poll(struct fab *f)
 	}
 	if (ret == -FI_EAVAIL) {
 		memset(&err, 0, sizeof(err));
-		if (fi_cq_readerr(f->cq, &err, 0) > 0) {
+		if (fi_cq_readerr(cq, &err, 0) > 0) {
 			fprintf(stderr,
 				"%s: %s %s: completion error: %s (prov_errno %d, len %zu)\n",
 				BENCH_NAME, f->prov, f->role, fi_strerror(err.err), err.prov_errno,
@@ -125,6 +125,16 @@ int cq_poll(struct fab *f)
 	}
 	fab_err(f, "fi_cq_read", (int) ret);
 	return (int) ret;
+}
+
+int cq_poll(struct fab *f)
+{
+	int ret;
+
+	ret = cq_poll_one(f, f->cq);
+	if (!ret && f->rx_cq)
+		ret = cq_poll_one(f, f->rx_cq);
+	return ret;
 }
 
 static int wait_done(struct fab *f, uint64_t tx_target, uint64_t rx_target)
@@ -139,14 +149,22 @@ static int wait_done(struct fab *f, uint64_t tx_target, uint64_t rx_target)
 	return 0;
 }
 
-/* A full queue (-FI_EAGAIN) drains by reading the CQ, which also drives manual progress. */
+/*
+ * A full queue (-FI_EAGAIN) drains by reading the CQ, which also drives manual progress.
+ * --fabtests: below the inject size a send is an fi_inject, complete once it returns.
+ */
 static int post_send_buf(struct fab *f, enum test_api api, const void *buf, size_t len,
 			 uint64_t tag, struct fi_context *ctx)
 {
+	bool is_inject = len < f->inject_size;
 	ssize_t ret;
 
 	for (;;) {
-		if (api == API_TAGGED)
+		if (is_inject && api == API_TAGGED)
+			ret = fi_tinject(f->ep, buf, len, f->peer, tag);
+		else if (is_inject)
+			ret = fi_inject(f->ep, buf, len, f->peer);
+		else if (api == API_TAGGED)
 			ret = fi_tsend(f->ep, buf, len, f->tx_desc, f->peer, tag, ctx);
 		else
 			ret = fi_send(f->ep, buf, len, f->tx_desc, f->peer, ctx);
@@ -158,6 +176,8 @@ static int post_send_buf(struct fab *f, enum test_api api, const void *buf, size
 	}
 	if (ret)
 		fab_err(f, api == API_TAGGED ? "fi_tsend" : "fi_send", (int) ret);
+	else if (is_inject)
+		f->tx_done++;
 	return (int) ret;
 }
 
@@ -180,6 +200,42 @@ static int post_recv_buf(struct fab *f, enum test_api api, void *buf, size_t len
 	if (ret)
 		fab_err(f, api == API_TAGGED ? "fi_trecv" : "fi_recv", (int) ret);
 	return (int) ret;
+}
+
+/*
+ * --fabtests, RDM: the names as fabtests' ft_init_av exchanges them. The client, which has
+ * the server's address, sends its own in a message; the server inserts it from that message
+ * and answers with one byte. Until then the server's AV is empty.
+ */
+int exchange_names(struct fab *f)
+{
+	uint64_t tx0 = f->tx_done, rx0 = f->rx_done;
+	size_t addrlen = sizeof(f->peer_addr);
+	int ret;
+
+	if (!f->is_server) {
+		ret = fi_getname(&f->ep->fid, f->tx_buf, &addrlen);
+		if (ret) {
+			fab_err(f, "fi_getname", ret);
+			return ret;
+		}
+		ret = post_recv_buf(f, API_MSG, f->rx_buf, 1, 0, &f->rx_ctx[0]);
+		if (!ret)
+			ret = post_send_buf(f, API_MSG, f->tx_buf, addrlen, 0, &f->tx_ctx[0]);
+		return ret ? ret : wait_done(f, tx0 + 1, rx0 + 1);
+	}
+	ret = post_recv_buf(f, API_MSG, f->rx_buf, sizeof(f->peer_addr), 0, &f->rx_ctx[0]);
+	if (!ret)
+		ret = wait_done(f, tx0, rx0 + 1);
+	if (ret)
+		return ret;
+	ret = fi_av_insert(f->av, f->rx_buf, 1, &f->peer, 0, NULL);
+	if (ret != 1) {
+		fab_err(f, "fi_av_insert", ret < 0 ? ret : -FI_EINVAL);
+		return ret < 0 ? ret : -FI_EINVAL;
+	}
+	ret = post_send_buf(f, API_MSG, f->tx_buf, 1, 0, &f->tx_ctx[0]);
+	return ret ? ret : wait_done(f, tx0 + 1, rx0 + 1);
 }
 
 /* Latency and bandwidth: every message starts at the buffer and carries BENCH_TAG. */

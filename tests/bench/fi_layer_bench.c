@@ -509,6 +509,10 @@ static void usage(FILE *out)
 		"  -b, --best            show the best of the repeats instead of the median\n"
 		"  -c, --csv             print the table as CSV\n"
 		"      --no-pin          do not pin the two processes to their own CPUs\n"
+		"  -F, --fabtests        set endpoints up as libfabric's fabtests do: separate\n"
+		"                        transmit and receive CQs, fi_inject below the inject\n"
+		"                        size, threading left to the provider, and an RDM server\n"
+		"                        that learns the client's address from its first message\n"
 		"  -v, --verbose         print every measurement on stderr\n"
 		"  -h, --help            this text\n",
 		BENCH_NAME, DEFAULT_PROVS, DEFAULT_REPEATS, DEFAULT_WINDOW, DEFAULT_TIMEOUT);
@@ -630,6 +634,7 @@ static void parse_options(int argc, char **argv)
 		{"best", no_argument, NULL, 'b'},
 		{"csv", no_argument, NULL, 'c'},
 		{"no-pin", no_argument, NULL, 'P'},
+		{"fabtests", no_argument, NULL, 'F'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -643,7 +648,7 @@ static void parse_options(int argc, char **argv)
 	opt.timeout = DEFAULT_TIMEOUT;
 	opt.repeats = DEFAULT_REPEATS;
 	opt.pin = true;
-	while ((c = getopt_long(argc, argv, "p:r:i:s:w:t:qTmn:bcvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:r:i:s:w:t:qTmn:bcFvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			parse_providers(optarg);
@@ -695,6 +700,9 @@ static void parse_options(int argc, char **argv)
 			break;
 		case 'P':
 			opt.pin = false;
+			break;
+		case 'F':
+			opt.fabtests = true;
 			break;
 		case 'v':
 			opt.verbose = true;

@@ -21,3 +21,6 @@ fi_av_conform_SOURCES = tests/conform/fi_av_conform.c tests/conform/av_clauses.c
 	tests/conform/av_clauses_ext.c \
 	tests/conform/conform.h
 fi_av_conform_LDADD = $(FABRIC_LIBS)
+# A smoke test of fi_layer_bench in both set-ups (make check runs it; it measures nothing).
+dist_check_SCRIPTS += tests/bench/run_bench_smoke.sh
+TESTS += tests/bench/run_bench_smoke.sh

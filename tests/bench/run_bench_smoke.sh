@@ -1,0 +1,24 @@
+#!/bin/sh
+# fi_layer_bench runs, a smoke test and not a measurement: a few round trips of every latency
+# and bandwidth row over tcp;ofi_layer, with the benchmark's own set-up and with --fabtests
+# (separate CQs, fi_inject, the server learning the client from its first message). Fails when
+# a row shows "fail" or "-" instead of a number; the figures themselves are not looked at.
+set -u
+bench=${LAYER_TEST_BUILDDIR:-.}/fi_layer_bench
+[ -x "$bench" ] || { echo "FAIL: $bench not built"; exit 1; }
+status=0
+for mode in "" --fabtests; do
+	out=$("$bench" -p "tcp;ofi_layer" -r 1 -i 50 -s 8,4k,256k -T --no-match --csv --no-pin \
+		-t 60 $mode 2>&1)
+	rc=$?
+	rows=$(printf '%s\n' "$out" | grep -cE '^(msg|tag)_(lat|bw)')
+	bad=$(printf '%s\n' "$out" | grep -E '^(msg|tag)_(lat|bw)' | grep -cE ',(fail|-|n/a)(,|$)')
+	if [ $rc -ne 0 ] || [ "$rows" -ne 12 ] || [ "$bad" -ne 0 ]; then
+		echo "FAIL fi_layer_bench ${mode:-(own set-up)}: exit $rc, $rows rows, $bad without a figure"
+		printf '%s\n' "$out" | tail -20
+		status=1
+	else
+		echo "ok   fi_layer_bench ${mode:-(own set-up)}: $rows rows"
+	fi
+done
+exit $status
