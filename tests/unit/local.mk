@@ -46,6 +46,10 @@ unit_tests += tests/unit/test_poll
 tests_unit_test_poll_LDADD = $(unit_ldadd)
 tests_unit_test_poll_CFLAGS = $(unit_cflags)
 
+unit_tests += tests/unit/test_mr_map
+tests_unit_test_mr_map_LDADD = $(unit_ldadd)
+tests_unit_test_mr_map_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
