@@ -27,6 +27,7 @@ static int layer_domain_close(struct fid *fid)
 	ret = fi_close(&domain->core_domain->fid);
 	if (ret)
 		return ret;
+	util_progress_set_fini(&domain->eps);
 	atomic_fetch_sub(&domain->fabric->ref, 1);
 	fi_freeinfo(domain->core_info);
 	free(domain);
@@ -111,6 +112,7 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 		}
 	}
 	layer_mr_domain_init(domain);
+	util_progress_set_init(&domain->eps, domain->is_thread_safe);
 	atomic_init(&domain->ref, 0);
 
 	domain->domain_fid.fid.fclass = FI_CLASS_DOMAIN;

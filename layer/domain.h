@@ -10,6 +10,7 @@
 #include "layer/layer.h"
 #include "layer/fabric.h"
 #include "layer/mr.h"
+#include "util/progress.h"
 
 struct layer_domain {
 	struct fid_domain domain_fid;
@@ -29,6 +30,8 @@ struct layer_domain {
 	/* The core hands each message's payload to the provider's callback, which places it
 	 * (core/core_msg.c); buffers then post the header only. MSG cores only. */
 	bool has_direct_recv;
+	struct util_progress_set eps;  /* the enabled endpoints' progress: counters bound to a
+					* registration (fi_mr_bind) run it */
 	atomic_int ref;                /* objects open on this domain */
 };
 

@@ -162,6 +162,9 @@ err_free:
 
 uint64_t layer_default_caps(uint64_t caps)
 {
+	/* fi_getinfo(3): FI_RMA without a direction means all four */
+	if ((caps & FI_RMA) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	if (!(caps & (FI_SEND | FI_RECV)))
 		caps |= FI_SEND | FI_RECV;
 	if (!(caps & (FI_LOCAL_COMM | FI_REMOTE_COMM)))
@@ -214,8 +217,8 @@ static bool layer_tx_hints_ok(const struct fi_tx_attr *tx)
 		return layer_hint_refused("an inject_size above 256 bytes", tx->inject_size);
 	if (tx->iov_limit > LAYER_IOV_LIMIT)
 		return layer_hint_refused("a tx iov_limit above 4", tx->iov_limit);
-	if (tx->rma_iov_limit)
-		return layer_hint_refused("an rma_iov_limit (no FI_RMA)", tx->rma_iov_limit);
+	if (tx->rma_iov_limit > 1)
+		return layer_hint_refused("an rma_iov_limit above 1", tx->rma_iov_limit);
 	if (tx->msg_order & ~FI_ORDER_SAS)
 		return layer_hint_refused("tx msg_order beyond FI_ORDER_SAS",
 					  tx->msg_order & ~FI_ORDER_SAS);
@@ -338,6 +341,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 
 	/* the attrs hold transmit or receive caps only: domain ones are the info's */
 	info->tx_attr->caps = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE |
+				       FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT |
 				       LAYER_DOMAIN_CAPS);
 	info->tx_attr->mode = 0;
 	info->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
@@ -347,9 +351,9 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->tx_attr->size = hints && hints->tx_attr && hints->tx_attr->size ?
 			      hints->tx_attr->size : layer_settings.tx_size;
 	info->tx_attr->iov_limit = LAYER_IOV_LIMIT;
-	info->tx_attr->rma_iov_limit = 0;
+	info->tx_attr->rma_iov_limit = caps & FI_RMA ? 1 : 0;
 
-	info->rx_attr->caps = caps & ~(FI_SEND | LAYER_DOMAIN_CAPS);
+	info->rx_attr->caps = caps & ~(FI_SEND | FI_READ | FI_WRITE | LAYER_DOMAIN_CAPS);
 	info->rx_attr->mode = 0;
 	info->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS;

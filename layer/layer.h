@@ -72,7 +72,11 @@ extern struct layer_settings layer_settings;
 
 /* Capabilities the endpoint implements; fi_getinfo never advertises more. */
 #define LAYER_EP_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | \
-		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM)
+		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | \
+		       LAYER_RMA_CAPS)
+/* RMA (rma/rma.h): the initiator's and the target's sides, remote events counted. */
+#define LAYER_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | \
+			FI_RMA_EVENT)
 /* All 64 tag bits take part in matching; reported when the hints give no format. */
 #define LAYER_MEM_TAG_FORMAT 0xAAAAAAAAAAAAAAAAULL
 /* FI_SHARED_AV: named AVs (layer/av_shm.c). */

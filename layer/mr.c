@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
+#include "layer/cntr.h"
 #include "layer/domain.h"
 #include "layer/nosys.h"
 
@@ -17,6 +18,12 @@ struct layer_mr {
 	struct fid_mr mr_fid;
 	struct layer_domain *domain;
 	struct fid_mr *core_mr;
+	struct util_mr_map_entry *entry; /* what peers' RMA requests find */
+	struct layer_cntr *rem_write_cntr; /* fi_mr_bind FI_REMOTE_WRITE: peers' writes */
+	struct layer_cntr *rem_read_cntr;  /* fi_mr_bind FI_REMOTE_READ: peers' reads */
+	/* in each bound counter's progress set: reading it runs every endpoint of the domain,
+	 * any of which may be where a peer's request arrives */
+	struct util_progress_hook cntr_hooks[2]; /* [0] FI_REMOTE_WRITE, [1] FI_REMOTE_READ */
 };
 
 static int layer_mr_close(struct fid *fid)
@@ -26,18 +33,86 @@ static int layer_mr_close(struct fid *fid)
 
 	util_lock_acquire(&mr->domain->mr.lock);
 	ret = fi_close(&mr->core_mr->fid);
+	/* gone for every later request; a transfer in progress keeps the entry until done */
+	if (!ret)
+		util_mr_map_remove(&mr->domain->mr.map, mr->entry);
 	util_lock_release(&mr->domain->mr.lock);
 	if (ret)
 		return ret;
+	if (mr->rem_write_cntr) {
+		util_progress_set_del(&mr->rem_write_cntr->progress, &mr->cntr_hooks[0]);
+		atomic_fetch_sub(&mr->rem_write_cntr->util.ref, 1);
+	}
+	if (mr->rem_read_cntr) {
+		util_progress_set_del(&mr->rem_read_cntr->progress, &mr->cntr_hooks[1]);
+		atomic_fetch_sub(&mr->rem_read_cntr->util.ref, 1);
+	}
 	atomic_fetch_sub(&mr->domain->ref, 1);
 	free(mr);
 	return 0;
 }
 
+/*
+ * fi_mr_bind of a counter (fi_mr(3)): it counts peers' writes (FI_REMOTE_WRITE) or reads
+ * (FI_REMOTE_READ) of this region. Nothing else binds: the provider asks for no
+ * FI_MR_ENDPOINT.
+ */
+/* The endpoints' wait fds are not in the counter's wait set: a waiter polls, never sleeps. */
+static int layer_mr_cntr_trywait(void *arg)
+{
+	(void) arg;
+	return -FI_EAGAIN;
+}
+
+static int layer_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct layer_mr *mr = container_of(fid, struct layer_mr, mr_fid.fid);
+	struct layer_cntr *cntr = layer_cntr_of(bfid);
+
+	if (flags & ~(FI_REMOTE_WRITE | FI_REMOTE_READ))
+		return -FI_EBADFLAGS;
+	if (!cntr || !flags || cntr->domain != mr->domain)
+		return -FI_EINVAL;
+	if (((flags & FI_REMOTE_WRITE) && mr->rem_write_cntr) ||
+	    ((flags & FI_REMOTE_READ) && mr->rem_read_cntr))
+		return -FI_EINVAL;
+	util_lock_acquire(&mr->domain->mr.lock);
+	if (flags & FI_REMOTE_WRITE)
+		mr->rem_write_cntr = cntr;
+	if (flags & FI_REMOTE_READ)
+		mr->rem_read_cntr = cntr;
+	util_lock_release(&mr->domain->mr.lock);
+	for (int i = 0; i < 2; i++) {
+		if (!(flags & (i ? FI_REMOTE_READ : FI_REMOTE_WRITE)))
+			continue;
+		mr->cntr_hooks[i].progress = (struct util_progress) {
+			.progress = util_progress_set_run,
+			.trywait = layer_mr_cntr_trywait,
+			.arg = &mr->domain->eps,
+		};
+		util_progress_set_add(&cntr->progress, &mr->cntr_hooks[i]);
+		atomic_fetch_add(&cntr->util.ref, 1);
+	}
+	return 0;
+}
+
+void layer_mr_target_count(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			   uint64_t access)
+{
+	struct layer_mr *mr = entry->context;
+	struct layer_cntr *cntr;
+
+	util_lock_acquire(&domain->mr.lock);
+	cntr = access == FI_REMOTE_WRITE ? mr->rem_write_cntr : mr->rem_read_cntr;
+	util_lock_release(&domain->mr.lock);
+	if (cntr)
+		util_cntr_inc(&cntr->util);
+}
+
 static struct fi_ops layer_mr_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = layer_mr_close,
-	.bind = layer_no_bind,
+	.bind = layer_mr_bind,
 	.control = layer_no_control,
 	.ops_open = layer_no_ops_open,
 };
@@ -71,6 +146,12 @@ static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint
 		return -FI_ENOMEM;
 	util_lock_acquire(&domain->mr.lock);
 	ret = fi_mr_regattr(domain->core_domain, attr, flags, &mr->core_mr);
+	if (!ret) {
+		/* peers' requests name it by its key in the map, the one the application sees */
+		ret = util_mr_map_insert(&domain->mr.map, attr, mr, &mr->entry);
+		if (ret)
+			fi_close(&mr->core_mr->fid);
+	}
 	util_lock_release(&domain->mr.lock);
 	if (ret) {
 		free(mr);
@@ -81,7 +162,7 @@ static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint
 	mr->mr_fid.fid.context = attr->context;
 	mr->mr_fid.fid.ops = &layer_mr_fi_ops;
 	mr->mr_fid.mem_desc = fi_mr_desc(mr->core_mr);
-	mr->mr_fid.key = fi_mr_key(mr->core_mr);
+	mr->mr_fid.key = mr->entry->key;
 	atomic_fetch_add(&domain->ref, 1);
 	*mr_fid = &mr->mr_fid;
 	return 0;
@@ -153,6 +234,25 @@ int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,
 	return ret;
 }
 
+int layer_mr_target_get(struct layer_domain *domain, uint64_t key, uint64_t addr, size_t len,
+			uint64_t access, struct iovec *iov, size_t *iov_cnt,
+			struct util_mr_map_entry **entry)
+{
+	int ret;
+
+	util_lock_acquire(&domain->mr.lock);
+	ret = util_mr_map_get(&domain->mr.map, key, addr, len, access, iov, iov_cnt, entry);
+	util_lock_release(&domain->mr.lock);
+	return ret;
+}
+
+void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry)
+{
+	util_lock_acquire(&domain->mr.lock);
+	util_mr_map_put(&domain->mr.map, entry);
+	util_lock_release(&domain->mr.lock);
+}
+
 void layer_mr_rndv_put(struct layer_domain *domain, layer_rndv_reg_t *reg)
 {
 	util_lock_acquire(&domain->mr.lock);
@@ -182,12 +282,16 @@ void layer_mr_domain_init(struct layer_domain *domain)
 	util_lock_init(&mr->lock, domain->threading != FI_THREAD_DOMAIN);
 	atomic_init(&mr->next_key, 0);
 	util_mr_cache_init(&mr->cache, capacity, layer_mr_rndv_reg, layer_mr_rndv_dereg, domain);
+	/* addresses and keys as the application's mr_mode says (FI_MR_BASIC: both bits) */
+	util_mr_map_init(&mr->map, domain->mr_mode == FI_MR_BASIC ?
+				   FI_MR_VIRT_ADDR | FI_MR_PROV_KEY : domain->mr_mode);
 }
 
 void layer_mr_domain_fini(struct layer_domain *domain)
 {
 	util_lock_acquire(&domain->mr.lock);
 	util_mr_cache_fini(&domain->mr.cache);
+	util_mr_map_fini(&domain->mr.map);
 	util_lock_release(&domain->mr.lock);
 	util_lock_fini(&domain->mr.lock);
 }

@@ -25,6 +25,7 @@
 
 #include "layer/layer.h"
 #include "util/mr_cache.h"
+#include "util/mr_map.h"
 
 struct layer_domain;
 
@@ -33,6 +34,8 @@ struct layer_mr_domain {
 	struct util_lock lock;         /* every core registration and close (see the top) */
 	_Atomic uint64_t next_key;     /* keys of the provider's own registrations */
 	struct util_mr_cache cache;    /* rendezvous registrations; under lock */
+	struct util_mr_map map;        /* the application's registrations, as peers' RMA
+					* requests name them (rma/); under lock */
 };
 
 /* A rendezvous registration, from the cache: its core registration is entry->handle. */
@@ -43,6 +46,20 @@ void layer_mr_domain_fini(struct layer_domain *domain);
 
 /* fi_mr_reg, fi_mr_regv, fi_mr_regattr. */
 extern struct fi_ops_mr layer_mr_ops;
+
+/*
+ * A peer's RMA request for len bytes at addr under key, checked against the application's
+ * registrations (util_mr_map_get under the lock): 0 with the local memory in iov and the entry
+ * held (layer_mr_target_put), or -FI_ENOKEY / -FI_EACCES / -FI_ETOOSMALL.
+ */
+int layer_mr_target_get(struct layer_domain *domain, uint64_t key, uint64_t addr, size_t len,
+			uint64_t access, struct iovec *iov, size_t *iov_cnt,
+			struct util_mr_map_entry **entry);
+void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry);
+/* A peer's write (access FI_REMOTE_WRITE) or read of entry's region is done: the counter
+ * the application bound to that region (fi_mr_bind) counts it. */
+void layer_mr_target_count(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			   uint64_t access);
 
 /* A registration of iov (one range) that the core lets peers read: 0 or -FI_E*. */
 int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,

@@ -24,12 +24,12 @@ check() {
 }
 
 check util/*.[ch] -- layer/
-check layer/core/*.[ch] -- layer/conn/ layer/proto/ layer/ep/ layer/av/
-check layer/conn/*.[ch] -- layer/proto/ layer/ep/
-check layer/proto/*.[ch] -- layer/ep/
+check layer/core/*.[ch] -- layer/conn/ layer/proto/ layer/rma/ layer/ep/ layer/av/
+check layer/conn/*.[ch] -- layer/proto/ layer/rma/ layer/ep/
+check layer/proto/*.[ch] layer/rma/*.[ch] -- layer/ep/
 for f in layer/*.[ch] layer/av/*.[ch]; do
 	case $f in layer/domain.c) continue ;; esac
-	check "$f" -- layer/ep/ layer/proto/ layer/conn/ layer/core/
+	check "$f" -- layer/ep/ layer/proto/ layer/rma/ layer/conn/ layer/core/
 done
 [ $status -eq 0 ] && echo "PASS: every file includes its own layer and those below"
 exit $status

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <sched.h>
 #include <string.h>
 
 #include "util/cntr.h"
@@ -123,15 +124,36 @@ static bool util_cntr_wait_done(void *arg)
 	return cond->is_reached || atomic_load(&cond->cntr->err) != cond->err_start;
 }
 
+/*
+ * fi_cntr(3) calls waiting on an FI_WAIT_NONE counter invalid; applications do it anyway
+ * (fabtests' fi_multi_mr, and libfabric's own counters allow it), so it spins on progress,
+ * yielding the CPU between turns, until the threshold, an error or the timeout.
+ */
+static int util_cntr_spin(struct util_cntr *cntr, uint64_t threshold, int timeout)
+{
+	uint64_t err_start = atomic_load(&cntr->err);
+	uint64_t start = util_now_ms();
+
+	for (;;) {
+		util_progress_run(&cntr->progress);
+		if (atomic_load(&cntr->cnt) >= threshold)
+			return 0;
+		if (atomic_load(&cntr->err) != err_start)
+			return -FI_EAVAIL;
+		if (timeout >= 0 && util_now_ms() - start >= (uint64_t) timeout)
+			return -FI_ETIMEDOUT;
+		sched_yield();
+	}
+}
+
 static int util_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold, int timeout)
 {
 	struct util_cntr *cntr = container_of(cntr_fid, struct util_cntr, cntr_fid);
 	struct util_cntr_wait_cond cond = { .cntr = cntr, .threshold = threshold };
 	int ret;
 
-	/* fi_cntr(3): waiting is invalid on an FI_WAIT_NONE counter; nothing to sleep on. */
 	if (cntr->wait_obj == FI_WAIT_NONE)
-		return -FI_ENOSYS;
+		return util_cntr_spin(cntr, threshold, timeout);
 
 	/* Announce the sleeper before the first check, so a racing update signals. */
 	atomic_fetch_add(&cntr->sleepers, 1);

@@ -666,6 +666,10 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 	switch (hdr->op) {
 	case LAYER_OP_EAGER:
 	case LAYER_OP_RTS:
+	case LAYER_OP_WRITE:
+	case LAYER_OP_WRITE_RTS:
+	case LAYER_OP_READ_REQ:
+		/* the peer's requests, on its key slot */
 		in = hdr->key_slot < peer->in_cnt ? &peer->in[hdr->key_slot] : NULL;
 		rchan = in ? layer_rdm_in_chan(rcore, peer, hdr->key_slot) : NULL;
 		if (unlikely(!rchan)) {
@@ -683,7 +687,7 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 		layer_core_repost(&rcore->core, buf);
 		return;
 	default:
-		/* ACK, PACE, UNPACE: about our sends to the peer */
+		/* ACK, PACE, UNPACE, READ_RESP: about our sends to the peer */
 		if (unlikely(util_dlist_empty(&peer->out_chans))) {
 			layer_rdm_drop(rcore, buf, "a reply from a peer this endpoint sends nothing "
 				       "to");

@@ -14,14 +14,17 @@ const char *layer_op_str(unsigned op)
 	return op < LAYER_OP_MAX ? layer_op_names[op] : "unknown";
 }
 
-/* The segments of an RTS must add up to the message size, or reads would run past them. */
-static bool layer_rts_segs_ok(const struct layer_hdr *hdr)
+/*
+ * The segments of an RTS must add up to the message size, or reads would run past them; so
+ * must a WRITE_RTS's after its target, and a READ_RESP's.
+ */
+bool layer_segs_add_up(const struct layer_hdr *hdr, const struct layer_rts_seg *segs,
+		       uint32_t first)
 {
-	const struct layer_rts_seg *segs = (const struct layer_rts_seg *) (hdr + 1);
 	uint64_t sum = 0;
 	uint32_t i;
 
-	for (i = 0; i < hdr->seg_cnt; i++) {
+	for (i = first; i < hdr->seg_cnt; i++) {
 		if (segs[i].len > LAYER_MAX_MSG_SIZE)
 			return false;
 		sum += segs[i].len;
@@ -31,6 +34,9 @@ static bool layer_rts_segs_ok(const struct layer_hdr *hdr)
 
 bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 {
+	/* RMA requests: the header and the target range */
+	const size_t seg = sizeof(*hdr) + sizeof(struct layer_rts_seg);
+
 	if (len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION ||
 	    (hdr->flags & ~LAYER_HDR_FLAGS))
 		return false;
@@ -43,6 +49,22 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 		       hdr->size <= LAYER_MAX_MSG_SIZE;
 	case LAYER_OP_HELLO:
 		return hdr->size == len - sizeof(*hdr);
+	case LAYER_OP_WRITE:
+		return hdr->seg_cnt == 1 && len >= seg && hdr->size == len - seg;
+	case LAYER_OP_WRITE_RTS:
+		return hdr->seg_cnt >= 2 && hdr->seg_cnt <= LAYER_RTS_MAX_SEGS + 1 &&
+		       len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
+		       hdr->size <= LAYER_MAX_MSG_SIZE;
+	case LAYER_OP_READ_REQ:
+		return hdr->seg_cnt == 1 && len == seg && hdr->size <= LAYER_MAX_MSG_SIZE;
+	case LAYER_OP_READ_RESP:
+		if (hdr->flags & LAYER_HDR_FAILED)
+			return len == sizeof(*hdr);
+		if (!hdr->seg_cnt)
+			return hdr->size == len - sizeof(*hdr);
+		return hdr->seg_cnt <= LAYER_RTS_MAX_SEGS &&
+		       len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
+		       hdr->size <= LAYER_MAX_MSG_SIZE;
 	case LAYER_OP_ACK:
 	case LAYER_OP_PACE:
 	case LAYER_OP_UNPACE:
@@ -56,5 +78,8 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 
 bool layer_hdr_is_valid(const struct layer_hdr *hdr, size_t len)
 {
-	return layer_hdr_fits(hdr, len) && (hdr->op != LAYER_OP_RTS || layer_rts_segs_ok(hdr));
+	/* RMA messages' segments are checked where they are read (rma/), past the header */
+	return layer_hdr_fits(hdr, len) &&
+	       (hdr->op != LAYER_OP_RTS ||
+		layer_segs_add_up(hdr, (const struct layer_rts_seg *) (hdr + 1), 0));
 }

@@ -1,11 +1,20 @@
 /*
- * Wire protocol of ofi_layer, version 2: what travels between two endpoints, whatever the
+ * Wire protocol of ofi_layer, version 3: what travels between two endpoints, whatever the
  * core. Every message starts with a fixed 40-byte header. Eager messages carry their payload
  * right after it; a rendezvous request (RTS) carries the sender's registered segments, which
  * the receiver reads with the core's RMA read once the message is matched, and acknowledges
  * with an ACK (which also answers an eager message sent with ACK_REQ). A receiver whose
  * unexpected messages hold more than its bound sends PACE to their senders, which then send
  * their messages above the inject size by rendezvous, until UNPACE.
+ *
+ * RMA (rma/rma.h) is carried as messages, checked by the target against its registrations
+ * before any byte moves: the first segment after the header names the target range (address,
+ * key, length). WRITE carries the data after it; WRITE_RTS names the initiator's registered
+ * segments after it, which the target reads with the core's RMA read; both are answered by an
+ * ACK. READ_REQ asks for the range; READ_RESP (its tag: the request's msg_id) answers with the
+ * data, or names the target's registered segments for the initiator to read, then answered by
+ * an ACK of the READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED and the
+ * error in data.
  *
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
@@ -27,7 +36,7 @@
 
 #include "layer/layer.h"
 
-#define LAYER_PROTO_VERSION 2
+#define LAYER_PROTO_VERSION 3
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -38,7 +47,11 @@
 	X(HELLO_ACK, "hello-ack") /* RDM core: the sender is known now */    \
 	X(HELLO_NAK, "hello-nak") /* RDM core: the HELLO's key is refused */ \
 	X(PACE, "pace")           /* receiver over its unexpected bound */   \
-	X(UNPACE, "unpace")       /* receiver under half its bound again */
+	X(UNPACE, "unpace")       /* receiver under half its bound again */  \
+	X(WRITE, "write")         /* RMA write, data after the target */     \
+	X(WRITE_RTS, "write-rts") /* RMA write, initiator's segments */      \
+	X(READ_REQ, "read-req")   /* RMA read of the target range */         \
+	X(READ_RESP, "read-resp") /* its data, or the target's segments */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -53,8 +66,9 @@ const char *layer_op_str(unsigned op);
 #define LAYER_HDR_CQ_DATA (1u << 0) /* data holds remote CQ data */
 #define LAYER_HDR_TAGGED  (1u << 1) /* a tagged message: tag is valid */
 #define LAYER_HDR_ACK_REQ (1u << 2) /* eager: acknowledge with msg_id once delivered */
-#define LAYER_HDR_FAILED  (1u << 3) /* ACK: the target could not pull the message; the
-				     * send fails (FI_EIO) instead of waiting for ever */
+#define LAYER_HDR_FAILED  (1u << 3) /* ACK, READ_RESP: the target could not do it; the
+				     * request fails with the errno in data (FI_EIO when
+				     * 0) instead of waiting for ever */
 #define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
 			 LAYER_HDR_FAILED)
 
@@ -65,16 +79,18 @@ struct layer_hdr {
 	uint16_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
 	uint16_t key_slot;  /* EAGER, RTS over an RDM core: the sender's key slot; else 0 */
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size; HELLO: address and key */
-	uint64_t tag;       /* tagged messages: the tag */
+	uint64_t tag;       /* tagged messages: the tag; READ_RESP: the request's msg_id */
 	uint64_t data;      /* remote CQ data; HELLO_ACK: the largest eager payload the
-			     * answering endpoint's buffers take */
+			     * answering endpoint's buffers take; FAILED: the errno */
 	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of the send;
+			     * RMA requests: the initiator's id of the request; READ_RESP
+			     * with segments: the target's id, for the ACK releasing them;
 			     * HELLO, HELLO_ACK, HELLO_NAK: the key slot */
 };
 
 _Static_assert(sizeof(struct layer_hdr) == LAYER_HDR_SIZE, "wire header size");
 
-/* One registered segment of a rendezvous message. */
+/* One registered segment of a rendezvous message, or the target range of an RMA request. */
 struct layer_rts_seg {
 	uint64_t addr;      /* remote address as the core's RMA wants it */
 	uint64_t key;
@@ -91,6 +107,9 @@ struct layer_rts_seg {
  */
 bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len);
 bool layer_hdr_is_valid(const struct layer_hdr *hdr, size_t len);
+/* The segments first .. seg_cnt - 1 after the header add up to its size. */
+bool layer_segs_add_up(const struct layer_hdr *hdr, const struct layer_rts_seg *segs,
+		       uint32_t first);
 
 /*
  * Over an RDM core, the key slots one sender uses with one peer: at most this many

@@ -178,26 +178,44 @@ static int layer_ep_bind_cq(struct layer_ep *ep, struct layer_cq *cq, uint64_t f
 static int layer_ep_bind_cntr(struct layer_ep *ep, struct layer_cntr *cntr, uint64_t flags)
 {
 	struct layer_proto *proto = &ep->proto;
+	struct {
+		uint64_t flag;
+		struct layer_cntr **slot;
+	} slots[] = {
+		{ FI_SEND, &proto->send_cntr },
+		{ FI_RECV, &proto->recv_cntr },
+		{ FI_READ, &proto->read_cntr },
+		{ FI_WRITE, &proto->write_cntr },
+		{ FI_REMOTE_READ, &proto->rem_read_cntr },
+		{ FI_REMOTE_WRITE, &proto->rem_write_cntr },
+	};
+	const uint64_t rma_flags = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	bool is_bound = false;
+	size_t i;
 	int ret;
 
-	if (flags & ~(FI_SEND | FI_RECV))
-		return flags & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) ?
-		       -FI_EINVAL : -FI_EBADFLAGS;
-	if (!flags)
+	if (flags & ~(FI_SEND | FI_RECV | rma_flags))
+		return -FI_EBADFLAGS;
+	/* fi_cntr(3): remote events count only with FI_RMA_EVENT */
+	if (!flags || ((flags & rma_flags) && !(ep->caps & FI_RMA)) ||
+	    ((flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !(ep->caps & FI_RMA_EVENT)))
 		return -FI_EINVAL;
-	if (((flags & FI_SEND) && proto->send_cntr) || ((flags & FI_RECV) && proto->recv_cntr))
-		return -FI_EINVAL;
-	if (proto->send_cntr != cntr && proto->recv_cntr != cntr) {
+	for (i = 0; i < UTIL_ARRAY_SIZE(slots); i++) {
+		if ((flags & slots[i].flag) && *slots[i].slot)
+			return -FI_EINVAL;
+		is_bound |= *slots[i].slot == cntr;
+	}
+	if (!is_bound) {
 		ret = layer_ep_bind_progress(ep, &cntr->progress,
 					     cntr->util.wait_obj != FI_WAIT_NONE ?
 					     &cntr->util.wait : NULL, &cntr->util.ref);
 		if (ret)
 			return ret;
 	}
-	if (flags & FI_SEND)
-		proto->send_cntr = cntr;
-	if (flags & FI_RECV)
-		proto->recv_cntr = cntr;
+	for (i = 0; i < UTIL_ARRAY_SIZE(slots); i++) {
+		if (flags & slots[i].flag)
+			*slots[i].slot = cntr;
+	}
 	return 0;
 }
 
@@ -280,6 +298,12 @@ static int layer_ep_enable(struct layer_ep *ep)
 		return ret;
 	}
 	proto->av = ep->av;
+	ep->domain_hook.progress = (struct util_progress) {
+		.progress = layer_ep_progress_hook,
+		.trywait = layer_ep_trywait_hook,
+		.arg = ep,
+	};
+	util_progress_set_add(&ep->domain->eps, &ep->domain_hook);
 	ep->is_enabled = true;
 	return 0;
 }
@@ -342,6 +366,8 @@ static int layer_ep_close(struct fid *fid)
 	if (ep->av)
 		layer_av_del_listener(ep->av, &ep->av_listener);
 	layer_ep_unbind_progress(ep);
+	if (ep->is_enabled)
+		util_progress_set_del(&ep->domain->eps, &ep->domain_hook);
 
 	layer_ep_lock(ep);
 	/* the core objects go first: nothing completes after, everything is freed as it is */
@@ -665,7 +691,9 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	ep->ep_fid.ops = &layer_ep_ops;
 	ep->ep_fid.cm = &layer_ep_cm_ops;
 	ep->ep_fid.msg = &ep->msg_ops;
-	ep->ep_fid.rma = &layer_no_rma_ops;
+	ep->ep_fid.rma = ep->caps & FI_RMA ? ep->is_locked ? &layer_rma_locked_ops :
+							  &layer_rma_unlocked_ops :
+			 &layer_no_rma_ops;
 	ep->ep_fid.tagged = &ep->tagged_ops;
 	ep->ep_fid.atomic = &layer_no_atomic_ops;
 	atomic_fetch_add(&domain->ref, 1);

@@ -49,8 +49,8 @@
 #include "layer/proto/tx.h"
 #include "util/progress.h"
 
-/* The CQs and counters an endpoint can be bound to. */
-#define LAYER_EP_MAX_BINDS 4
+/* The CQs and counters an endpoint can be bound to: two CQs, six counters. */
+#define LAYER_EP_MAX_BINDS 8
 
 /* One CQ or counter the endpoint is bound to: its progress runs the endpoint's. */
 struct layer_ep_bind {
@@ -74,6 +74,8 @@ struct layer_ep {
 	struct layer_av_listener av_listener;
 	struct layer_ep_bind binds[LAYER_EP_MAX_BINDS];
 	size_t bind_cnt;
+	struct util_progress_hook domain_hook; /* in the domain's set while enabled (the
+						* counters of fi_mr_bind run it) */
 	/* the entry points, per variant and capabilities (chosen at open) */
 	struct fi_ops_msg msg_ops;
 	struct fi_ops_tagged tagged_ops;
@@ -103,6 +105,8 @@ static inline void layer_ep_unlock(struct layer_ep *ep)
 
 /* The entry points' variants (msg.c, tagged.c), and what an endpoint chooses from them. */
 extern const struct fi_ops_msg layer_msg_locked_ops;
+extern struct fi_ops_rma layer_rma_locked_ops;
+extern struct fi_ops_rma layer_rma_unlocked_ops;
 extern const struct fi_ops_msg layer_msg_unlocked_ops;
 extern const struct fi_ops_tagged layer_tagged_locked_ops;
 extern const struct fi_ops_tagged layer_tagged_unlocked_ops;

@@ -46,6 +46,10 @@ struct layer_proto {
 	struct layer_cq *rx_cq;
 	struct layer_cntr *send_cntr;
 	struct layer_cntr *recv_cntr;
+	struct layer_cntr *read_cntr;       /* FI_READ: this endpoint's reads */
+	struct layer_cntr *write_cntr;      /* FI_WRITE: this endpoint's writes */
+	struct layer_cntr *rem_read_cntr;   /* FI_REMOTE_READ: peers' reads of its memory */
+	struct layer_cntr *rem_write_cntr;  /* FI_REMOTE_WRITE: peers' writes to it */
 	bool tx_selective;             /* FI_SELECTIVE_COMPLETION on the transmit CQ */
 	bool rx_selective;
 	size_t min_multi_recv;

@@ -106,6 +106,10 @@ static void layer_rndv_finish(struct layer_proto *proto, struct layer_rx *rx)
 	util_dlist_remove(&rx->link);
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "read of message %#lx done: %d\n",
 	       (unsigned long) rx->msg_id, err);
+	if (rx->on_read_done) {
+		rx->on_read_done(proto, rx);
+		return;
+	}
 	/* The sender waits for this answer whatever happened: a read that failed while the
 	 * connection lives (an RDM core fails operations alone) fails its send too. */
 	if (conn->state != LAYER_CONN_CLOSED)
@@ -154,11 +158,16 @@ void layer_rndv_start_read(struct layer_proto *proto, struct layer_rx *rx,
 	rx->msg_src = buf->src_addr;
 	rx->msg_buf = rx->iov_cnt ? rx->iov[0].iov_base : NULL;
 	rx->read_len = UTIL_MIN(hdr->size, rx->len);
+	rx->seg_cnt = hdr->seg_cnt;
+	memcpy(rx->segs, buf->data + sizeof(*hdr), hdr->seg_cnt * sizeof(struct layer_rts_seg));
+	layer_rndv_run(proto, rx);
+}
+
+void layer_rndv_run(struct layer_proto *proto, struct layer_rx *rx)
+{
 	rx->reads_left = 0;
 	rx->read_err = 0;
 	rx->seg_idx = rx->seg_off = rx->iov_idx = rx->iov_off = rx->read_done = 0;
-	rx->seg_cnt = hdr->seg_cnt;
-	memcpy(rx->segs, buf->data + sizeof(*hdr), hdr->seg_cnt * sizeof(struct layer_rts_seg));
 	util_dlist_insert_tail(&rx->link, &rx->conn->reading_rx);
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "reading message %#lx, %zu of %lu bytes\n",
 	       (unsigned long) rx->msg_id, rx->read_len, (unsigned long) rx->msg_len);

@@ -27,6 +27,11 @@ void layer_rndv_release(struct layer_proto *proto, struct layer_tx *tx);
 void layer_rndv_start_read(struct layer_proto *proto, struct layer_rx *rx,
 			   const struct layer_buf *buf, size_t offset, size_t space,
 			   uint64_t cq_flags, bool is_released);
+/*
+ * Runs the reads rx is set up for (conn, iov, segs, read_len, msg_id), then finishes it: an
+ * RMA transfer's on_read_done, or the receive's completion and the sender's ACK.
+ */
+void layer_rndv_run(struct layer_proto *proto, struct layer_rx *rx);
 /* Posts the reads rx still needs; false when the core is full (retried by progress). */
 bool layer_rndv_issue_reads(struct layer_proto *proto, struct layer_rx *rx);
 /* A read of rx completed (err 0 or positive). */

@@ -22,6 +22,7 @@
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
+#include "layer/rma/rma.h"
 
 static inline struct layer_rxq *layer_rx_queue(struct layer_proto *proto,
 					       const struct layer_hdr *hdr)
@@ -61,6 +62,7 @@ struct layer_rx *layer_rx_get(struct layer_proto *proto)
 	/* only a rendezvous read gives it to the core (LAYER_CTX_READ) */
 	rx->ctx.type = LAYER_CTX_READ;
 	rx->ctx.chan = NULL;
+	rx->on_read_done = NULL;
 	return rx;
 }
 
@@ -452,6 +454,13 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 	case LAYER_OP_PACE:
 	case LAYER_OP_UNPACE:
 		layer_tx_set_paced(proto, buf->ctx.chan->conn->peer, hdr->op == LAYER_OP_PACE);
+		layer_core_repost(proto->core, buf);
+		return;
+	case LAYER_OP_WRITE:
+	case LAYER_OP_WRITE_RTS:
+	case LAYER_OP_READ_REQ:
+	case LAYER_OP_READ_RESP:
+		layer_rma_arrive(proto, buf);
 		layer_core_repost(proto->core, buf);
 		return;
 	default:

@@ -42,6 +42,9 @@ struct layer_rx {
 	size_t seg_idx, seg_off, iov_idx, iov_off, read_done;
 	struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS];
 	uint32_t seg_cnt;
+	/* an RMA transfer's reads (rma/): called instead of completing a receive */
+	void (*on_read_done)(struct layer_proto *proto, struct layer_rx *rx);
+	void *job;                     /* its state: the request, or the target's registration */
 };
 
 /* The application's receives: 0, -FI_EAGAIN (the receive queue is full), -FI_EINVAL. */

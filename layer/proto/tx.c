@@ -142,6 +142,8 @@ static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_ctrl)
 	tx->is_active = false;
 	tx->reg_cnt = 0;
 	tx->bounce = NULL;
+	tx->rma_iov_cnt = 0;
+	tx->mr_entry = NULL;
 	util_dlist_init(&tx->link);
 	return tx;
 }
@@ -152,15 +154,26 @@ static void layer_tx_free(struct layer_proto *proto, struct layer_tx *tx)
 		layer_tx_acks_put(&proto->acks, tx);
 	if (tx->reg_cnt)
 		layer_rndv_release(proto, tx);
+	if (tx->mr_entry)
+		layer_mr_target_put(proto->domain, tx->mr_entry);
 	free(tx->bounce);
 	if (!tx->is_ctrl)
 		proto->tx_used--;
 	util_bufpool_put(&proto->tx_pool, tx);
 }
 
+/* The counter of a transmit operation: sends, or (FI_RMA) reads and writes. */
+static struct layer_cntr *layer_tx_cntr(const struct layer_proto *proto, uint64_t cq_flags)
+{
+	if (likely(!(cq_flags & FI_RMA)))
+		return proto->send_cntr;
+	return cq_flags & FI_READ ? proto->read_cntr : proto->write_cntr;
+}
+
 /* The user completion of a send (err 0 or positive); an overrun CQ records its own loss. */
 static void layer_tx_write_comp(struct layer_proto *proto, const struct layer_tx *tx, int err)
 {
+	struct layer_cntr *cntr = layer_tx_cntr(proto, tx->cq_flags);
 	struct fi_cq_err_entry entry;
 
 	if (unlikely(err)) {
@@ -173,16 +186,16 @@ static void layer_tx_write_comp(struct layer_proto *proto, const struct layer_tx
 		};
 		if (proto->tx_cq)
 			(void) util_cq_write_error(&proto->tx_cq->util, &entry);
-		if (proto->send_cntr)
-			util_cntr_inc_err(&proto->send_cntr->util);
+		if (cntr)
+			util_cntr_inc_err(&cntr->util);
 		return;
 	}
 	if ((tx->cq_flags & FI_COMPLETION) && proto->tx_cq)
 		(void) util_cq_write(&proto->tx_cq->util, tx->context,
 				     tx->cq_flags & ~FI_COMPLETION, tx->len, NULL, 0, 0,
 				     FI_ADDR_NOTAVAIL);
-	if (proto->send_cntr)
-		util_cntr_inc(&proto->send_cntr->util);
+	if (cntr)
+		util_cntr_inc(&cntr->util);
 }
 
 static void layer_tx_post(struct layer_proto *proto, struct layer_conn *conn,
@@ -430,9 +443,19 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	       ", on connection %p\n", (void *) tx, layer_op_str(tx->hdr.op), len, tag,
 	       (void *) conn);
 
+	layer_tx_start(proto, conn, tx);
+	return 0;
+
+err_free_tx:
+	layer_tx_free(proto, tx);
+	return ret;
+}
+
+void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx)
+{
 	tx->conn = conn;
 	if (unlikely(!util_dlist_empty(&conn->fenced_tx) ||
-		     ((flags & FI_FENCE) && conn->tx_active))) {
+		     ((tx->flags & FI_FENCE) && conn->tx_active))) {
 		/* Behind a fence: starts when everything sent before it has completed. */
 		tx->state = LAYER_TX_QUEUED;
 		util_dlist_insert_tail(&tx->link, &conn->fenced_tx);
@@ -443,15 +466,20 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	}
 	/* A send outstanding lifts a stall on receiving (its answer may be behind it). */
 	layer_unexp_check(proto);
-	return 0;
-
-err_free_tx:
-	layer_tx_free(proto, tx);
-	return ret;
 }
 
-int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
-		  uint16_t flags, uint64_t msg_id)
+struct layer_tx *layer_tx_new(struct layer_proto *proto, bool is_ctrl)
+{
+	return layer_tx_alloc(proto, is_ctrl);
+}
+
+void layer_tx_discard(struct layer_proto *proto, struct layer_tx *tx)
+{
+	layer_tx_free(proto, tx);
+}
+
+static int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn,
+			      enum layer_op op, uint16_t flags, uint64_t msg_id, uint64_t data)
 {
 	struct layer_tx *tx;
 
@@ -466,6 +494,7 @@ int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer
 		.version = LAYER_PROTO_VERSION,
 		.op = (uint8_t) op,
 		.flags = flags,
+		.data = data,
 		.msg_id = msg_id,
 	};
 	tx->iov[0].iov_base = &tx->hdr;
@@ -475,6 +504,19 @@ int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer
 	       layer_op_str(op), msg_id, (void *) conn);
 	layer_tx_post(proto, conn, tx);
 	return 0;
+}
+
+int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
+		  uint16_t flags, uint64_t msg_id)
+{
+	return layer_tx_ctrl_data(proto, conn, op, flags, msg_id, 0);
+}
+
+int layer_tx_ack_send(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
+		      int err)
+{
+	return layer_tx_ctrl_data(proto, conn, LAYER_OP_ACK, err ? LAYER_HDR_FAILED : 0, msg_id,
+				  (uint64_t) err);
 }
 
 void layer_tx_done(struct layer_proto *proto, struct layer_tx *tx, int err)
@@ -499,25 +541,46 @@ void layer_tx_done(struct layer_proto *proto, struct layer_tx *tx, int err)
 	util_dlist_insert_tail(&tx->link, &conn->acked_tx);
 }
 
-bool layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
-		  const struct layer_hdr *hdr)
+struct layer_tx *layer_tx_find(struct layer_proto *proto, struct layer_conn *conn,
+			       uint64_t msg_id)
 {
-	int err = hdr->flags & LAYER_HDR_FAILED ? FI_EIO : 0;
 	struct layer_tx *tx;
 
 	/* the send of that id, to this peer (over an RDM core, on any of its connections) */
-	tx = layer_tx_acks_find(&proto->acks, hdr->msg_id);
-	if (unlikely(!tx || tx->conn->peer != conn->peer))
-		return false;
-	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "ack for send %p: %d\n", (void *) tx, err);
+	tx = layer_tx_acks_find(&proto->acks, msg_id);
+	return likely(tx && tx->conn->peer == conn->peer) ? tx : NULL;
+}
+
+void layer_tx_answered(struct layer_proto *proto, struct layer_tx *tx, int err)
+{
+	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "answer for send %p: %d\n", (void *) tx, err);
 	if (tx->state == LAYER_TX_POSTED) {
-		/* The ACK overtook the completion of the send itself. */
+		/* The answer overtook the completion of the send itself. */
 		tx->is_acked = true;
 		tx->ack_err = err;
-		return true;
+		return;
 	}
 	util_dlist_remove(&tx->link);
 	layer_tx_complete(proto, tx, err);
+}
+
+int layer_tx_answer_err(const struct layer_hdr *hdr)
+{
+	if (!(hdr->flags & LAYER_HDR_FAILED))
+		return 0;
+	/* an errno of libfabric's range, else FI_EIO */
+	return hdr->data && hdr->data < FI_ERRNO_OFFSET + 1000 ? (int) hdr->data : FI_EIO;
+}
+
+bool layer_tx_ack(struct layer_proto *proto, struct layer_conn *conn,
+		  const struct layer_hdr *hdr)
+{
+	struct layer_tx *tx;
+
+	tx = layer_tx_find(proto, conn, hdr->msg_id);
+	if (unlikely(!tx))
+		return false;
+	layer_tx_answered(proto, tx, layer_tx_answer_err(hdr));
 	return true;
 }
 

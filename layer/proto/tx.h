@@ -36,7 +36,11 @@ struct layer_tx {
 	int ack_err;                   /* what the ACK said: 0, or FI_EIO (LAYER_HDR_FAILED) */
 	bool is_active;                /* counted in conn->tx_active */
 	size_t iov_cnt;                /* core iov entries in iov */
-	struct iovec iov[LAYER_IOV_LIMIT + 1];
+	struct iovec iov[LAYER_IOV_LIMIT + 2]; /* the header (and RMA target), the payload */
+	/* RMA (rma/): a read's local buffers; what the target's side holds of its memory */
+	struct iovec rma_iov[LAYER_IOV_LIMIT];
+	size_t rma_iov_cnt;
+	struct util_mr_map_entry *mr_entry;
 	layer_rndv_reg_t *reg[LAYER_IOV_LIMIT]; /* rendezvous registrations */
 	size_t reg_cnt;
 	void *bounce;                  /* malloc'd copy when the iovs do not fit the core */
@@ -44,7 +48,7 @@ struct layer_tx {
 	/* inline payload (inject) or RTS segments follow the header */
 	union {
 		uint8_t inline_data[LAYER_INJECT_SIZE];
-		struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS];
+		struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS + 1]; /* + an RMA target */
 	};
 };
 
@@ -59,6 +63,24 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 /* A control message of the protocol (ACK, PACE, UNPACE) on conn: 0 or -FI_ENOMEM. */
 int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
 		  uint16_t flags, uint64_t msg_id);
+/* An ACK of msg_id: err 0, or the positive errno the request failed with. */
+int layer_tx_ack_send(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
+		      int err);
+
+/*
+ * For the RMA paths (rma/): a transmit entry (an application's, counted against tx_size, or
+ * the provider's own: NULL when the queue is full or memory short), started on conn once its
+ * header and iovs are set (fences and queuing as for sends), found again by the id its
+ * answer names, and completed by that answer (err 0 or positive).
+ */
+struct layer_tx *layer_tx_new(struct layer_proto *proto, bool is_ctrl);
+void layer_tx_discard(struct layer_proto *proto, struct layer_tx *tx);
+void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx);
+struct layer_tx *layer_tx_find(struct layer_proto *proto, struct layer_conn *conn,
+			       uint64_t msg_id);
+void layer_tx_answered(struct layer_proto *proto, struct layer_tx *tx, int err);
+/* The error a FAILED answer (ACK, READ_RESP) carries (positive), or 0. */
+int layer_tx_answer_err(const struct layer_hdr *hdr);
 
 /* tx completes on its peer's ACK: it gets an id (hdr.msg_id) for it. 0 or -FI_ENOMEM. */
 int layer_tx_want_ack(struct layer_proto *proto, struct layer_tx *tx);

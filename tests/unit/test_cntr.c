@@ -163,7 +163,16 @@ static void test_wait_without_wait_object(void **state)
 	int fd;
 
 	assert_int_equal(open_cntr(f, FI_WAIT_NONE), 0);
-	assert_int_equal(fi_cntr_wait(&f->cntr.cntr_fid, 0, 0), -FI_ENOSYS);
+	/* no wait object: fi_cntr_wait spins on progress */
+	assert_int_equal(fi_cntr_wait(&f->cntr.cntr_fid, 0, 0), 0);
+	assert_int_equal(fi_cntr_wait(&f->cntr.cntr_fid, 1, SHORT_TIMEOUT_MS), -FI_ETIMEDOUT);
+	f->progress_incs = 1;
+	assert_int_equal(fi_cntr_wait(&f->cntr.cntr_fid, 5, LONG_TIMEOUT_MS), 0);
+	assert_true(fi_cntr_read(&f->cntr.cntr_fid) >= 5);
+	f->progress_incs = 0;
+	f->progress_errs = 1;
+	assert_int_equal(fi_cntr_wait(&f->cntr.cntr_fid, 100, LONG_TIMEOUT_MS), -FI_EAVAIL);
+	f->progress_errs = 0;
 	assert_int_equal(fi_control(&f->cntr.cntr_fid.fid, FI_GETWAIT, &fd), -FI_ENODATA);
 	assert_int_equal(util_cntr_trywait(&f->cntr), -FI_ENODATA);
 }

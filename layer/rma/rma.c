@@ -1,0 +1,259 @@
+/* RMA, the initiator's side (rma.h). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/proto/rndv.h"
+#include "layer/proto/rx.h"
+#include "layer/proto/tx.h"
+#include "layer/rma/rma.h"
+
+#define LAYER_RMA_SEG_SIZE sizeof(struct layer_rts_seg)
+
+static size_t layer_rma_iov_len(const struct iovec *iov, size_t cnt)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+static void layer_rma_copy_in(void *dst, const struct iovec *iov, size_t cnt)
+{
+	size_t i, off = 0;
+
+	for (i = 0; i < cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		memcpy((char *) dst + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+}
+
+/* A request's transmit entry: its header and the target range, the answer wanted. */
+static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum layer_op op,
+			     const struct iovec *iov, size_t iov_cnt,
+			     const struct fi_rma_iov *rma, uint64_t flags, void *context,
+			     struct layer_conn **conn, struct layer_tx **tx_out)
+{
+	size_t len = layer_rma_iov_len(iov, iov_cnt);
+	struct layer_tx *tx;
+	int ret;
+
+	if (unlikely(len != rma->len))
+		return -FI_EINVAL;
+	if (unlikely(len > LAYER_MAX_MSG_SIZE))
+		return -FI_EMSGSIZE;
+	ret = layer_conn_get(proto->conns, peer, conn);
+	if (unlikely(ret))
+		return ret;
+	tx = layer_tx_new(proto, false);
+	if (unlikely(!tx))
+		return -FI_EAGAIN;
+	tx->context = context;
+	tx->flags = flags;
+	tx->cq_flags = FI_RMA | (op == LAYER_OP_READ_REQ ? FI_READ : FI_WRITE) |
+		       (flags & FI_COMPLETION);
+	tx->len = len;
+	tx->hdr = (struct layer_hdr) {
+		.version = LAYER_PROTO_VERSION,
+		.op = (uint8_t) op,
+		.key_slot = (*conn)->chan->key_slot,
+		.seg_cnt = 1,
+		.size = len,
+	};
+	tx->segs[0] = (struct layer_rts_seg) { .addr = rma->addr, .key = rma->key, .len = len };
+	ret = layer_tx_want_ack(proto, tx);
+	if (unlikely(ret)) {
+		layer_tx_discard(proto, tx);
+		return ret;
+	}
+	*tx_out = tx;
+	return 0;
+}
+
+/* A write too large for the peer's buffers names its registered buffers (WRITE_RTS). */
+static int layer_rma_write_rts(struct layer_proto *proto, struct layer_tx *tx,
+			       const struct iovec *iov, size_t iov_cnt)
+{
+	size_t i, n = 0;
+	int ret;
+
+	for (i = 0; i < iov_cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		ret = layer_mr_rndv_get(proto->domain, &iov[i], &tx->reg[n]);
+		if (ret)
+			return ret;
+		tx->reg_cnt = ++n;
+		tx->segs[n] = (struct layer_rts_seg) {
+			.addr = proto->core->has_virt_addr ? (uint64_t) (uintptr_t) iov[i].iov_base :
+							     0,
+			.key = layer_mr_rndv_key(tx->reg[n - 1]),
+			.len = iov[i].iov_len,
+		};
+	}
+	tx->hdr.op = LAYER_OP_WRITE_RTS;
+	tx->hdr.seg_cnt = (uint16_t) (n + 1);
+	tx->iov[0].iov_base = &tx->hdr;
+	tx->iov[0].iov_len = sizeof(tx->hdr) + (n + 1) * LAYER_RMA_SEG_SIZE;
+	tx->iov_cnt = 1;
+	return 0;
+}
+
+ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
+			fi_addr_t dest, const struct fi_rma_iov *rma, uint64_t data,
+			uint64_t flags, void *context)
+{
+	const size_t head = sizeof(struct layer_hdr) + LAYER_RMA_SEG_SIZE;
+	struct layer_conn *conn;
+	struct layer_tx *tx;
+	size_t i, len;
+	ssize_t ret;
+
+	ret = layer_rma_new(proto, dest, LAYER_OP_WRITE, iov, iov_cnt, rma, flags, context,
+			    &conn, &tx);
+	if (unlikely(ret))
+		return ret;
+	len = tx->len;
+	if (flags & FI_REMOTE_CQ_DATA) {
+		tx->hdr.flags |= LAYER_HDR_CQ_DATA;
+		tx->hdr.data = data;
+	}
+	if (LAYER_RMA_SEG_SIZE + len <= LAYER_INJECT_SIZE) {
+		/* small: the data right after the target, in the entry */
+		layer_rma_copy_in((char *) tx->segs + LAYER_RMA_SEG_SIZE, iov, iov_cnt);
+		tx->iov[0].iov_base = &tx->hdr;
+		tx->iov[0].iov_len = head + len;
+		tx->iov_cnt = 1;
+	} else if (len > conn->chan->tx_eager - LAYER_RMA_SEG_SIZE) {
+		ret = layer_rma_write_rts(proto, tx, iov, iov_cnt);
+	} else if (iov_cnt + 1 < proto->core->iov_limit && !(flags & FI_INJECT)) {
+		/* zero copy: the header and target, then the application's buffers */
+		tx->iov[0].iov_base = &tx->hdr;
+		tx->iov[0].iov_len = head;
+		for (i = 0; i < iov_cnt; i++)
+			tx->iov[i + 1] = iov[i];
+		tx->iov_cnt = iov_cnt + 1;
+	} else {
+		tx->bounce = malloc(head + len);
+		if (!tx->bounce) {
+			ret = -FI_ENOMEM;
+		} else {
+			memcpy(tx->bounce, &tx->hdr, head);
+			layer_rma_copy_in((char *) tx->bounce + head, iov, iov_cnt);
+			tx->iov[0].iov_base = tx->bounce;
+			tx->iov[0].iov_len = head + len;
+			tx->iov_cnt = 1;
+		}
+	}
+	if (unlikely(ret)) {
+		layer_tx_discard(proto, tx);
+		return ret;
+	}
+	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "%s %p: %zu bytes to %#" PRIx64 " key %#" PRIx64
+	       "\n", layer_op_str(tx->hdr.op), (void *) tx, len, rma->addr, rma->key);
+	layer_tx_start(proto, conn, tx);
+	return 0;
+}
+
+ssize_t layer_rma_read(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
+		       fi_addr_t src, const struct fi_rma_iov *rma, uint64_t flags,
+		       void *context)
+{
+	struct layer_conn *conn;
+	struct layer_tx *tx;
+	ssize_t ret;
+
+	ret = layer_rma_new(proto, src, LAYER_OP_READ_REQ, iov, iov_cnt, rma, flags, context,
+			    &conn, &tx);
+	if (unlikely(ret))
+		return ret;
+	memcpy(tx->rma_iov, iov, iov_cnt * sizeof(*iov));
+	tx->rma_iov_cnt = iov_cnt;
+	tx->iov[0].iov_base = &tx->hdr;
+	tx->iov[0].iov_len = sizeof(tx->hdr) + LAYER_RMA_SEG_SIZE;
+	tx->iov_cnt = 1;
+	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "read %p: %zu bytes at %#" PRIx64 " key %#" PRIx64
+	       "\n", (void *) tx, tx->len, rma->addr, rma->key);
+	layer_tx_start(proto, conn, tx);
+	return 0;
+}
+
+/* The initiator read the target's segments: the target may let them go, the read is done. */
+static void layer_rma_read_pulled(struct layer_proto *proto, struct layer_rx *rx)
+{
+	struct layer_tx *tx = rx->job;
+	int err = rx->read_err;
+
+	if (rx->conn->state != LAYER_CONN_CLOSED)
+		layer_tx_ack_send(proto, rx->conn, rx->msg_id, err ? FI_EIO : 0);
+	layer_rx_free(proto, rx);
+	layer_tx_answered(proto, tx, err);
+}
+
+void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_conn *conn = buf->ctx.chan->conn;
+	const uint8_t *payload = layer_buf_payload(buf);
+	struct layer_tx *tx;
+	struct layer_rx *rx;
+	size_t i, off = 0;
+
+	tx = layer_tx_find(proto, conn, hdr->tag);
+	if (unlikely(!tx || tx->hdr.op != LAYER_OP_READ_REQ)) {
+		layer_core_dropped(proto->core, buf, "an answer to no read");
+		return;
+	}
+	if (hdr->flags & LAYER_HDR_FAILED) {
+		layer_tx_answered(proto, tx, layer_tx_answer_err(hdr));
+		return;
+	}
+	if (unlikely(hdr->size != tx->len ||
+		     (hdr->seg_cnt && !layer_segs_add_up(hdr, (const void *) payload, 0)))) {
+		layer_core_dropped(proto->core, buf, "a read answer of the wrong size");
+		layer_tx_answered(proto, tx, FI_EIO);
+		return;
+	}
+	if (!hdr->seg_cnt) {
+		for (i = 0; i < tx->rma_iov_cnt; i++) {
+			if (!tx->rma_iov[i].iov_len)
+				continue;
+			memcpy(tx->rma_iov[i].iov_base, payload + off, tx->rma_iov[i].iov_len);
+			off += tx->rma_iov[i].iov_len;
+		}
+		layer_tx_answered(proto, tx, 0);
+		return;
+	}
+	/* the target's registered segments: read them into the application's buffers */
+	rx = layer_rx_get(proto);
+	if (!rx) {
+		layer_tx_ack_send(proto, conn, hdr->msg_id, FI_ENOMEM);
+		layer_tx_answered(proto, tx, FI_ENOMEM);
+		return;
+	}
+	memcpy(rx->iov, tx->rma_iov, tx->rma_iov_cnt * sizeof(rx->iov[0]));
+	rx->iov_cnt = tx->rma_iov_cnt;
+	rx->len = tx->len;
+	rx->conn = conn;
+	rx->msg_id = hdr->msg_id;
+	rx->msg_len = hdr->size;
+	rx->read_len = hdr->size;
+	rx->seg_cnt = hdr->seg_cnt;
+	memcpy(rx->segs, payload, hdr->seg_cnt * LAYER_RMA_SEG_SIZE);
+	rx->on_read_done = layer_rma_read_pulled;
+	rx->job = tx;
+	layer_rndv_run(proto, rx);
+}
+
+void layer_rma_arrive(struct layer_proto *proto, struct layer_buf *buf)
+{
+	if (layer_buf_hdr(buf)->op == LAYER_OP_READ_RESP)
+		layer_rma_read_resp(proto, buf);
+	else
+		layer_rma_target(proto, buf);
+}

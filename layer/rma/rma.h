@@ -1,0 +1,44 @@
+/*
+ * RMA (fi_rma(3)) over every core, as messages of the wire protocol (core/wire.h) that the
+ * target checks against its registrations (mr.h, util/mr_map.h) before any byte moves: a bad
+ * key, a range outside the region or a region without the access fails the request at the
+ * initiator with that error, and the connection, and everything else on it, carry on. (tcp's
+ * own RMA would close the connection on such a request.)
+ *
+ * - rma.c, the initiator: a write up to what the peer's buffers take goes with its data
+ *   (WRITE), a larger one names its registered buffers (WRITE_RTS) for the target to read
+ *   with the core's RMA read; a read asks (READ_REQ) and gets the data in the answer
+ *   (READ_RESP), or the target's registered segments to read. Every request completes on the
+ *   target's answer, so a completion means the data is in place (FI_DELIVERY_COMPLETE).
+ * - rma_target.c, the target: the checks, the copies and reads, remote CQ data and the
+ *   FI_REMOTE_READ / FI_REMOTE_WRITE counters (FI_RMA_EVENT), the answers.
+ *
+ * One target range per request (tx_attr->rma_iov_limit 1). Runs under the endpoint's lock.
+ */
+#ifndef LAYER_RMA_RMA_H
+#define LAYER_RMA_RMA_H
+
+#include <rdma/fi_rma.h>
+
+#include "layer/proto/proto.h"
+
+/*
+ * An RMA write of iov to rma at dest (flags: FI_REMOTE_CQ_DATA with data, FI_INJECT,
+ * FI_COMPLETION, FI_FENCE...): 0, -FI_EAGAIN (the transmit queue is full), -FI_EINVAL (the
+ * lengths differ), -FI_EMSGSIZE, or the connection's error.
+ */
+ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
+			fi_addr_t dest, const struct fi_rma_iov *rma, uint64_t data,
+			uint64_t flags, void *context);
+/* An RMA read of rma at src into iov: as layer_rma_write. */
+ssize_t layer_rma_read(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
+		       fi_addr_t src, const struct fi_rma_iov *rma, uint64_t flags,
+		       void *context);
+
+/* The receive path's: a WRITE, WRITE_RTS, READ_REQ or READ_RESP came in (rma_target.c for
+ * the first three). The buffer stays the caller's. */
+void layer_rma_arrive(struct layer_proto *proto, struct layer_buf *buf);
+void layer_rma_target(struct layer_proto *proto, struct layer_buf *buf);
+void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf);
+
+#endif /* LAYER_RMA_RMA_H */

@@ -1,0 +1,261 @@
+/*
+ * RMA, the target's side (rma.h): every request is checked against the application's
+ * registrations first; a failed check answers with the error and touches nothing.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/proto/rndv.h"
+#include "layer/proto/rx.h"
+#include "layer/proto/tx.h"
+#include "layer/rma/rma.h"
+
+#define LAYER_RMA_SEG_SIZE sizeof(struct layer_rts_seg)
+
+/* A refused request: said once at warning level (the application's bug, or a peer's), the
+ * rest at info. */
+static void layer_rma_refused(const struct layer_hdr *hdr, const struct layer_rts_seg *target,
+			      int err)
+{
+	LAYER_WARN_ONCE(FI_LOG_EP_DATA, "refused a peer's %s of %" PRIu64 " bytes at %#" PRIx64
+			" key %#" PRIx64 ": %s (further refusals logged at info level)\n",
+			layer_op_str(hdr->op), hdr->size, target->addr, target->key,
+			fi_strerror(err));
+	FI_INFO(&layer_prov, FI_LOG_EP_DATA, "refused %s at %#" PRIx64 " key %#" PRIx64 ": %s\n",
+		layer_op_str(hdr->op), target->addr, target->key, fi_strerror(err));
+}
+
+/* What a peer's write leaves at the target: remote CQ data, FI_REMOTE_WRITE counted. */
+static void layer_rma_written(struct layer_proto *proto, size_t len, bool has_data,
+			      uint64_t data, fi_addr_t src)
+{
+	if (has_data && proto->rx_cq)
+		(void) util_cq_write(&proto->rx_cq->util, NULL,
+				     FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, len, NULL, data,
+				     0, src);
+	if (proto->rem_write_cntr)
+		util_cntr_inc(&proto->rem_write_cntr->util);
+}
+
+static void layer_rma_copy_out(const struct iovec *iov, size_t cnt, const uint8_t *src)
+{
+	size_t i, off = 0;
+
+	for (i = 0; i < cnt; i++) {
+		memcpy(iov[i].iov_base, src + off, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+}
+
+static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf,
+			       const struct layer_rts_seg *target)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_conn *conn = buf->ctx.chan->conn;
+	struct util_mr_map_entry *entry;
+	struct iovec iov[LAYER_IOV_LIMIT];
+	size_t cnt = LAYER_IOV_LIMIT;
+	int ret;
+
+	ret = layer_mr_target_get(proto->domain, target->key, target->addr, hdr->size,
+				  FI_REMOTE_WRITE, iov, &cnt, &entry);
+	if (!ret) {
+		layer_rma_copy_out(iov, cnt, (const uint8_t *) (target + 1));
+		layer_mr_target_count(proto->domain, entry, FI_REMOTE_WRITE);
+		layer_mr_target_put(proto->domain, entry);
+		layer_rma_written(proto, hdr->size, hdr->flags & LAYER_HDR_CQ_DATA, hdr->data,
+				  buf->src_addr);
+	} else {
+		layer_rma_refused(hdr, target, -ret);
+	}
+	layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
+}
+
+/* A WRITE_RTS's data is read: the registration goes back, the initiator hears. */
+static void layer_rma_write_pulled(struct layer_proto *proto, struct layer_rx *rx)
+{
+	int err = rx->read_err;
+
+	if (!err)
+		layer_mr_target_count(proto->domain, rx->job, FI_REMOTE_WRITE);
+	layer_mr_target_put(proto->domain, rx->job);
+	if (rx->conn->state != LAYER_CONN_CLOSED)
+		layer_tx_ack_send(proto, rx->conn, rx->msg_id, err ? FI_EIO : 0);
+	if (!err)
+		layer_rma_written(proto, rx->read_len, rx->cq_flags & FI_REMOTE_CQ_DATA,
+				  rx->cq_data, rx->msg_src);
+	layer_rx_free(proto, rx);
+}
+
+static void layer_rma_write_rts_in(struct layer_proto *proto, struct layer_buf *buf,
+				   const struct layer_rts_seg *target)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_conn *conn = buf->ctx.chan->conn;
+	struct util_mr_map_entry *entry;
+	struct layer_rx *rx;
+	size_t cnt = LAYER_IOV_LIMIT;
+	int ret;
+
+	rx = layer_rx_get(proto);
+	if (!rx) {
+		layer_tx_ack_send(proto, conn, hdr->msg_id, FI_ENOMEM);
+		return;
+	}
+	ret = layer_mr_target_get(proto->domain, target->key, target->addr, hdr->size,
+				  FI_REMOTE_WRITE, rx->iov, &cnt, &entry);
+	if (ret) {
+		layer_rma_refused(hdr, target, -ret);
+		layer_rx_free(proto, rx);
+		layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
+		return;
+	}
+	rx->iov_cnt = cnt;
+	rx->len = hdr->size;
+	rx->conn = conn;
+	rx->msg_id = hdr->msg_id;
+	rx->msg_len = hdr->size;
+	rx->read_len = hdr->size;
+	rx->msg_src = buf->src_addr;
+	rx->cq_data = hdr->data;
+	rx->cq_flags = hdr->flags & LAYER_HDR_CQ_DATA ? FI_REMOTE_CQ_DATA : 0;
+	rx->seg_cnt = hdr->seg_cnt - 1u;
+	memcpy(rx->segs, target + 1, rx->seg_cnt * LAYER_RMA_SEG_SIZE);
+	rx->on_read_done = layer_rma_write_pulled;
+	rx->job = entry;
+	layer_rndv_run(proto, rx);
+}
+
+/* A read's answer: READ_RESP with the data (or, FAILED, the error). */
+static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
+			      const struct layer_rts_seg *target)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_conn *conn = buf->ctx.chan->conn;
+	struct iovec iov[LAYER_IOV_LIMIT];
+	size_t i, cnt = LAYER_IOV_LIMIT, n = 0;
+	struct util_mr_map_entry *entry;
+	struct layer_tx *tx;
+	int ret;
+
+	tx = layer_tx_new(proto, true);
+	if (!tx)
+		return; /* the initiator's request fails with the connection, or waits */
+	tx->context = NULL;
+	tx->flags = 0;
+	tx->cq_flags = 0;
+	tx->len = 0;
+	tx->hdr = (struct layer_hdr) {
+		.version = LAYER_PROTO_VERSION,
+		.op = LAYER_OP_READ_RESP,
+		.key_slot = conn->chan->key_slot,
+		.tag = hdr->msg_id,
+	};
+	tx->iov[0].iov_base = &tx->hdr;
+	tx->iov[0].iov_len = sizeof(tx->hdr);
+	tx->iov_cnt = 1;
+
+	ret = layer_mr_target_get(proto->domain, target->key, target->addr, hdr->size,
+				  FI_REMOTE_READ, iov, &cnt, &entry);
+	if (ret) {
+		layer_rma_refused(hdr, target, -ret);
+		goto fail;
+	}
+	tx->mr_entry = entry;
+	tx->hdr.size = hdr->size;
+	if (hdr->size <= conn->chan->tx_eager && cnt + 1 < proto->core->iov_limit) {
+		/* the data straight from the registered memory, held until sent */
+		for (i = 0; i < cnt; i++)
+			tx->iov[i + 1] = iov[i];
+		tx->iov_cnt = cnt + 1;
+	} else if (hdr->size <= conn->chan->tx_eager) {
+		tx->bounce = malloc(sizeof(tx->hdr) + hdr->size);
+		if (!tx->bounce) {
+			ret = -FI_ENOMEM;
+			goto fail;
+		}
+		for (i = 0; i < cnt; i++) {
+			memcpy((char *) tx->bounce + sizeof(tx->hdr) + n, iov[i].iov_base,
+			       iov[i].iov_len);
+			n += iov[i].iov_len;
+		}
+		memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
+		tx->iov[0].iov_base = tx->bounce;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + hdr->size;
+	} else {
+		/* too large for the initiator's buffers: it reads the registered segments */
+		ret = layer_tx_want_ack(proto, tx);
+		for (i = 0; !ret && i < cnt; i++) {
+			ret = layer_mr_rndv_get(proto->domain, &iov[i], &tx->reg[i]);
+			if (ret)
+				break;
+			tx->reg_cnt = i + 1;
+			tx->segs[i] = (struct layer_rts_seg) {
+				.addr = proto->core->has_virt_addr ?
+					(uint64_t) (uintptr_t) iov[i].iov_base : 0,
+				.key = layer_mr_rndv_key(tx->reg[i]),
+				.len = iov[i].iov_len,
+			};
+		}
+		if (ret)
+			goto fail;
+		tx->hdr.seg_cnt = (uint16_t) cnt;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + cnt * LAYER_RMA_SEG_SIZE;
+	}
+	if (proto->rem_read_cntr)
+		util_cntr_inc(&proto->rem_read_cntr->util);
+	layer_mr_target_count(proto->domain, entry, FI_REMOTE_READ);
+	layer_tx_start(proto, conn, tx);
+	return;
+
+fail:
+	/* the same entry carries the refusal: its header alone */
+	layer_tx_discard(proto, tx);
+	tx = layer_tx_new(proto, true);
+	if (!tx)
+		return;
+	tx->context = NULL;
+	tx->flags = 0;
+	tx->cq_flags = 0;
+	tx->len = 0;
+	tx->hdr = (struct layer_hdr) {
+		.version = LAYER_PROTO_VERSION,
+		.op = LAYER_OP_READ_RESP,
+		.flags = LAYER_HDR_FAILED,
+		.key_slot = conn->chan->key_slot,
+		.tag = hdr->msg_id,
+		.data = (uint64_t) -ret,
+	};
+	tx->iov[0].iov_base = &tx->hdr;
+	tx->iov[0].iov_len = sizeof(tx->hdr);
+	tx->iov_cnt = 1;
+	layer_tx_start(proto, conn, tx);
+}
+
+void layer_rma_target(struct layer_proto *proto, struct layer_buf *buf)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	const struct layer_rts_seg *target = (const struct layer_rts_seg *) layer_buf_payload(buf);
+
+	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "%s in: %" PRIu64 " bytes at %#" PRIx64 " key %#"
+	       PRIx64 "\n", layer_op_str(hdr->op), hdr->size, target->addr, target->key);
+	if (unlikely(target->len != hdr->size ||
+		     (hdr->op == LAYER_OP_WRITE_RTS && !layer_segs_add_up(hdr, target, 1)))) {
+		layer_core_dropped(proto->core, buf, "malformed");
+		return;
+	}
+	switch (hdr->op) {
+	case LAYER_OP_WRITE:
+		layer_rma_write_in(proto, buf, target);
+		break;
+	case LAYER_OP_WRITE_RTS:
+		layer_rma_write_rts_in(proto, buf, target);
+		break;
+	default:
+		layer_rma_read_in(proto, buf, target);
+		break;
+	}
+}
