@@ -4,11 +4,12 @@
  * when the endpoint opens:
  *
  *   ep/     the endpoint object (this file, ep.c) and the API entry points: FI_MSG (msg.c),
- *           FI_TAGGED (tagged.c); argument checks, the threading variant, progress
- *      |
+ *           FI_TAGGED (tagged.c), FI_RMA (rma.c); argument checks, the threading variant,
+ *      |    progress
  *   proto/  transmit and receive paths: sends and rendezvous (tx.c, rndv.c), the receive
  *      |    path with its one entry for every message (rx.c), receive queues where matching
- *      |    happens (rxq.c), the unexpected-memory bound (unexp.c)
+ *      |    happens (rxq.c), the unexpected-memory bound (unexp.c); beside it rma/, RMA
+ *      |    requests and the target's side of them (rma.c, rma_target.c)
  *      |                                         ^ struct layer_conn_upcalls
  *   conn/   connections and peers: one per peer and direction, found by AV index, the
  *      |    sender of what they carry kept from the AV's notices; authorization keys
