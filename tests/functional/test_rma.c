@@ -1,6 +1,6 @@
 /*
- * RMA (fi_rma(3)) through the public API, between two endpoints of one process and between
- * two processes: writes and reads of every size class (carried with the request, and read by
+ * RMA (fi_rma(3)) through the public API, between two endpoints of one process and with the
+ * memory of another process: writes and reads of every size class (carried with the request, and read by
  * the core's RMA beyond the eager size), iov forms, remote CQ data, inject, the four counters
  * and a counter bound to a region; then what the target refuses (unknown or closed key, range
  * outside the region, region without the access): an error completion at the initiator, and
@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -252,12 +253,100 @@ static void check_bad_arguments(void)
 		     "an address outside the AV");
 }
 
-int main(void)
+/*
+ * Another process's memory: the child registers a region (key 7), says its address, and
+ * makes progress until told to check its region ('v', answered with the offset of the first
+ * wrong byte) or to go ('q').
+ */
+static int target_main(int rfd, int wfd)
+{
+	struct lt_ep t;
+	struct fid_mr *mr;
+	char *region = malloc(REGION);
+	char cmd;
+
+	if (!region || lt_dom_open(info, &dom) || lt_ep_open(&dom, NULL, &t) ||
+	    fi_mr_reg(dom.domain, region, REGION, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 7, 0, &mr,
+		      NULL))
+		return 1;
+	lt_fill(region, REGION, 5);
+	if (lt_pipe_send(wfd, t.addr, t.addrlen))
+		return 1;
+	for (;;) {
+		struct pollfd pfd = { .fd = rfd, .events = POLLIN };
+		size_t bad;
+
+		if (poll(&pfd, 1, 0) <= 0) {
+			lt_progress();
+			continue;
+		}
+		if (lt_pipe_recv(rfd, &cmd, 1, LT_TIMEOUT_MS) != 1 || cmd == 'q')
+			break;
+		bad = lt_verify(region, BIG, 9);
+		lt_pipe_send(wfd, &bad, sizeof(bad));
+	}
+	fi_close(&mr->fid);
+	lt_ep_close(&t);
+	lt_dom_close(&dom);
+	free(region);
+	return 0;
+}
+
+static void check_two_processes(void)
+{
+	struct lt_child child;
+	char addr[LT_ADDR_MAX], cmd;
+	fi_addr_t peer;
+	ssize_t len;
+	size_t bad = 0;
+
+	if (!LT_CHECK_RET(lt_child_spawn("target", &child), 0, "start a target process"))
+		return;
+	len = lt_pipe_recv(child.from_child, addr, sizeof(addr), LT_TIMEOUT_MS);
+	if (!LT_CHECK(len > 0, "its address") ||
+	    !LT_CHECK_RET(lt_av_insert(&x, addr, &peer), 0, "inserted"))
+		goto out;
+	memset(x_buf, 0, BIG);
+	LT_CHECK_RET(LT_RETRY(fi_read(x.ep, x_buf, BIG, NULL, peer, 0, 7, x_buf)), 0,
+		     "read 1 MiB of the other process's region");
+	LT_CHECK_RET(wait_tx(x_buf), 0, "the read completes");
+	LT_CHECK_RET(lt_verify(x_buf, BIG, 5), BIG, "with the other process's data");
+	lt_fill(x_buf, BIG, 9);
+	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, BIG, NULL, peer, 0, 7, x_buf)), 0,
+		     "write 1 MiB into it");
+	LT_CHECK_RET(wait_tx(x_buf), 0, "the write completes");
+	cmd = 'v';
+	if (!lt_pipe_send(child.to_child, &cmd, 1) &&
+	    lt_pipe_recv(child.from_child, &bad, sizeof(bad), LT_TIMEOUT_MS) == sizeof(bad))
+		LT_CHECK_RET(bad, BIG, "the other process finds the data in its region");
+	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, 8, NULL, peer, 0, 8, x_buf)), 0,
+		     "a write to a key the other process never registered");
+	LT_CHECK_RET(wait_tx(x_buf), FI_ENOKEY, "fails with FI_ENOKEY");
+out:
+	cmd = 'q';
+	lt_pipe_send(child.to_child, &cmd, 1);
+	LT_CHECK_RET(lt_child_reap(&child, LT_TIMEOUT_MS, false), 0,
+		     "the target process ends well");
+}
+
+int main(int argc, char **argv)
 {
 	struct fi_info *hints;
+	const char *role;
+	int rfd, wfd;
 
-	lt_begin("rma");
 	hints = lt_hints(FI_MSG | FI_RMA | FI_RMA_EVENT);
+	role = lt_child_role(argc, argv, &rfd, &wfd);
+	if (role) {
+		int ret;
+
+		info = lt_getinfo_or_skip(hints);
+		ret = target_main(rfd, wfd);
+		fi_freeinfo(info);
+		fi_freeinfo(hints);
+		return ret;
+	}
+	lt_begin("rma");
 	info = lt_getinfo_or_skip(hints);
 	if (!check_getinfo() || !LT_CHECK_RET(lt_dom_open(info, &dom), 0, "open the domain"))
 		return lt_end();
@@ -276,6 +365,7 @@ int main(void)
 		check_iov_forms();
 		check_refused();
 		check_bad_arguments();
+		check_two_processes();
 	}
 	if (y_mr)
 		LT_CHECK_RET(fi_close(&cntr_mr->fid), -FI_EBUSY, "a counter bound to a region "
