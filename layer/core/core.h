@@ -74,6 +74,8 @@ struct layer_buf {
 					* core buffer */
 	bool is_unmatched;             /* direct receive: counted as arriving unmatched */
 	struct layer_rx *rx;           /* direct receive: the receive it matched while arriving */
+	void *rma_entry;               /* direct receive: the registration an RMA write's data
+					* went straight into, held (rma/) */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
 	/* header, then payload */
 	uint8_t data[] __attribute__((aligned(16)));
@@ -291,6 +293,7 @@ static inline void layer_core_buf_reset(struct layer_buf *buf, struct layer_chan
 	buf->ctx.chan = chan;
 	buf->is_record = false;
 	buf->rx = NULL;
+	buf->rma_entry = NULL;
 	buf->ext = NULL;
 	buf->ext_len = 0;
 	buf->is_placed = false;

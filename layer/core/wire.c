@@ -50,7 +50,10 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	case LAYER_OP_HELLO:
 		return hdr->size == len - sizeof(*hdr);
 	case LAYER_OP_WRITE:
-		return hdr->seg_cnt == 1 && len >= seg && hdr->size == len - seg;
+		/* the data, then 8 bytes of remote CQ data with CQ_DATA */
+		return hdr->seg_cnt == 0 && hdr->size <= LAYER_MAX_MSG_SIZE &&
+		       len == sizeof(*hdr) + hdr->size +
+			      (hdr->flags & LAYER_HDR_CQ_DATA ? sizeof(uint64_t) : 0);
 	case LAYER_OP_WRITE_RTS:
 		return hdr->seg_cnt >= 2 && hdr->seg_cnt <= LAYER_RTS_MAX_SEGS + 1 &&
 		       len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&

@@ -8,10 +8,12 @@
  * their messages above the inject size by rendezvous, until UNPACE.
  *
  * RMA (rma/rma.h) is carried as messages, checked by the target against its registrations
- * before any byte moves: the first segment after the header names the target range (address,
- * key, length). WRITE carries the data after it; WRITE_RTS names the initiator's registered
- * segments after it, which the target reads with the core's RMA read; both are answered by an
- * ACK. READ_REQ asks for the range; READ_RESP (its tag: the request's msg_id) answers with the
+ * before any byte moves. WRITE names the target range in its header (tag: address, data: key,
+ * size: length) so that the data after it can go straight into place as soon as the header is
+ * in; its remote CQ data, if any, follows the data. The other requests' first segment after
+ * the header names the target range (address, key, length): WRITE_RTS then names the
+ * initiator's registered segments, which the target reads with the core's RMA read. Writes
+ * are answered by an ACK. READ_REQ asks for the range; READ_RESP (its tag: the request's msg_id) answers with the
  * data, or names the target's registered segments for the initiator to read, then answered by
  * an ACK of the READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED and the
  * error in data.
@@ -79,9 +81,11 @@ struct layer_hdr {
 	uint16_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
 	uint16_t key_slot;  /* EAGER, RTS over an RDM core: the sender's key slot; else 0 */
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size; HELLO: address and key */
-	uint64_t tag;       /* tagged messages: the tag; READ_RESP: the request's msg_id */
-	uint64_t data;      /* remote CQ data; HELLO_ACK: the largest eager payload the
-			     * answering endpoint's buffers take; FAILED: the errno */
+	uint64_t tag;       /* tagged messages: the tag; WRITE: the target address;
+			     * READ_RESP: the request's msg_id */
+	uint64_t data;      /* remote CQ data; WRITE: the target key; HELLO_ACK: the largest
+			     * eager payload the answering endpoint's buffers take; FAILED: the
+			     * errno */
 	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of the send;
 			     * RMA requests: the initiator's id of the request; READ_RESP
 			     * with segments: the target's id, for the ACK releasing them;

@@ -508,8 +508,13 @@ int layer_rx_place(struct layer_proto *proto, struct layer_buf *buf, struct iove
 		*count = 1;
 		return 0;
 	}
-	if (likely(layer_hdr_fits(hdr, buf->len)))
+	if (likely(layer_hdr_fits(hdr, buf->len))) {
 		is_data = hdr->op == LAYER_OP_EAGER || hdr->op == LAYER_OP_RTS;
+		/* RMA data straight into the region, or into the read's buffers */
+		if ((hdr->op == LAYER_OP_WRITE || hdr->op == LAYER_OP_READ_RESP) && *count > 1 &&
+		    !layer_rma_place(proto, buf, iov, count))
+			return 0;
+	}
 	if (likely(is_data && hdr->op == LAYER_OP_EAGER && !proto->unmatched_cnt)) {
 		rx = layer_rxq_match(layer_rx_queue(proto, hdr), buf, false);
 		buf->rx = rx;
@@ -550,6 +555,7 @@ void layer_rx_buf_lost(struct layer_proto *proto, struct layer_buf *buf, int err
 	struct layer_rx *rx = buf->rx;
 
 	layer_rx_settle(proto, buf);
+	layer_rma_unplace(proto, buf);
 	if (rx) {
 		/* Matched while arriving, its message lost with the connection: the receive
 		 * fails, as the receives of a removed peer's messages do. */

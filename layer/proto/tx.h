@@ -40,6 +40,7 @@ struct layer_tx {
 	/* RMA (rma/): a read's local buffers; what the target's side holds of its memory */
 	struct iovec rma_iov[LAYER_IOV_LIMIT];
 	size_t rma_iov_cnt;
+	uint64_t rma_cq_data;          /* a WRITE's remote CQ data, sent after its data */
 	struct util_mr_map_entry *mr_entry;
 	layer_rndv_reg_t *reg[LAYER_IOV_LIMIT]; /* rendezvous registrations */
 	size_t reg_cnt;

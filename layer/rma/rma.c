@@ -108,10 +108,10 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 			fi_addr_t dest, const struct fi_rma_iov *rma, uint64_t data,
 			uint64_t flags, void *context)
 {
-	const size_t head = sizeof(struct layer_hdr) + LAYER_RMA_SEG_SIZE;
+	const size_t head = sizeof(struct layer_hdr);
 	struct layer_conn *conn;
 	struct layer_tx *tx;
-	size_t i, len;
+	size_t i, len, trailer = 0;
 	ssize_t ret;
 
 	ret = layer_rma_new(proto, dest, LAYER_OP_WRITE, iov, iov_cnt, rma, flags, context,
@@ -119,37 +119,56 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 	if (unlikely(ret))
 		return ret;
 	len = tx->len;
+	if (len > conn->chan->tx_eager - sizeof(uint64_t)) {
+		/* too large for the peer's buffers: the target reads it */
+		if (flags & FI_REMOTE_CQ_DATA) {
+			tx->hdr.flags |= LAYER_HDR_CQ_DATA;
+			tx->hdr.data = data;
+		}
+		ret = layer_rma_write_rts(proto, tx, iov, iov_cnt);
+		goto post;
+	}
+	/* the target range in the header, the data after it, then any remote CQ data */
+	tx->hdr.seg_cnt = 0;
+	tx->hdr.tag = rma->addr;
+	tx->hdr.data = rma->key;
 	if (flags & FI_REMOTE_CQ_DATA) {
 		tx->hdr.flags |= LAYER_HDR_CQ_DATA;
-		tx->hdr.data = data;
+		tx->rma_cq_data = data;
+		trailer = sizeof(uint64_t);
 	}
-	if (LAYER_RMA_SEG_SIZE + len <= LAYER_INJECT_SIZE) {
-		/* small: the data right after the target, in the entry */
-		layer_rma_copy_in((char *) tx->segs + LAYER_RMA_SEG_SIZE, iov, iov_cnt);
+	if (len + trailer <= LAYER_INJECT_SIZE) {
+		/* small: copied into the entry */
+		layer_rma_copy_in(tx->inline_data, iov, iov_cnt);
+		memcpy(tx->inline_data + len, &tx->rma_cq_data, trailer);
 		tx->iov[0].iov_base = &tx->hdr;
-		tx->iov[0].iov_len = head + len;
+		tx->iov[0].iov_len = head + len + trailer;
 		tx->iov_cnt = 1;
-	} else if (len > conn->chan->tx_eager - LAYER_RMA_SEG_SIZE) {
-		ret = layer_rma_write_rts(proto, tx, iov, iov_cnt);
-	} else if (iov_cnt + 1 < proto->core->iov_limit && !(flags & FI_INJECT)) {
-		/* zero copy: the header and target, then the application's buffers */
+	} else if (iov_cnt + 2 <= proto->core->iov_limit && !(flags & FI_INJECT)) {
+		/* zero copy: the header, the application's buffers, the CQ data */
 		tx->iov[0].iov_base = &tx->hdr;
 		tx->iov[0].iov_len = head;
 		for (i = 0; i < iov_cnt; i++)
 			tx->iov[i + 1] = iov[i];
 		tx->iov_cnt = iov_cnt + 1;
+		if (trailer) {
+			tx->iov[tx->iov_cnt].iov_base = &tx->rma_cq_data;
+			tx->iov[tx->iov_cnt++].iov_len = trailer;
+		}
 	} else {
-		tx->bounce = malloc(head + len);
+		tx->bounce = malloc(head + len + trailer);
 		if (!tx->bounce) {
 			ret = -FI_ENOMEM;
 		} else {
 			memcpy(tx->bounce, &tx->hdr, head);
 			layer_rma_copy_in((char *) tx->bounce + head, iov, iov_cnt);
+			memcpy((char *) tx->bounce + head + len, &tx->rma_cq_data, trailer);
 			tx->iov[0].iov_base = tx->bounce;
-			tx->iov[0].iov_len = head + len;
+			tx->iov[0].iov_len = head + len + trailer;
 			tx->iov_cnt = 1;
 		}
 	}
+post:
 	if (unlikely(ret)) {
 		layer_tx_discard(proto, tx);
 		return ret;
@@ -219,6 +238,11 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 		layer_tx_answered(proto, tx, FI_EIO);
 		return;
 	}
+	if (!hdr->seg_cnt && buf->is_placed) {
+		/* placed while it arrived: the data is in the application's buffers */
+		layer_tx_answered(proto, tx, 0);
+		return;
+	}
 	if (!hdr->seg_cnt) {
 		for (i = 0; i < tx->rma_iov_cnt; i++) {
 			if (!tx->rma_iov[i].iov_len)
@@ -248,6 +272,24 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 	rx->on_read_done = layer_rma_read_pulled;
 	rx->job = tx;
 	layer_rndv_run(proto, rx);
+}
+
+int layer_rma_place_read(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
+			 size_t *count)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_tx *tx;
+
+	if (hdr->seg_cnt || (hdr->flags & LAYER_HDR_FAILED))
+		return -FI_EINVAL;
+	tx = layer_tx_find(proto, buf->ctx.chan->conn, hdr->tag);
+	if (!tx || tx->hdr.op != LAYER_OP_READ_REQ || hdr->size != tx->len ||
+	    tx->rma_iov_cnt > *count)
+		return -FI_EINVAL;
+	memcpy(iov, tx->rma_iov, tx->rma_iov_cnt * sizeof(*iov));
+	*count = tx->rma_iov_cnt;
+	buf->is_placed = true;
+	return 0;
 }
 
 void layer_rma_arrive(struct layer_proto *proto, struct layer_buf *buf)

@@ -41,4 +41,17 @@ void layer_rma_arrive(struct layer_proto *proto, struct layer_buf *buf);
 void layer_rma_target(struct layer_proto *proto, struct layer_buf *buf);
 void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf);
 
+/*
+ * Direct receive (proto/rx.c, layer_rx_place): where the payload of a WRITE (the target's
+ * checked region) or of an eager READ_RESP (the read's buffers) goes as soon as its header is
+ * in. 0 with iov and *count set (the buffer marked placed), or an error: the payload then goes
+ * to the provider's buffer and the message is handled on arrival as usual.
+ */
+int layer_rma_place(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
+		    size_t *count);
+int layer_rma_place_read(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
+			 size_t *count);
+/* A placed buffer lost before it arrived: the registration it held goes back. */
+void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf);
+
 #endif /* LAYER_RMA_RMA_H */

@@ -50,26 +50,73 @@ static void layer_rma_copy_out(const struct iovec *iov, size_t cnt, const uint8_
 	}
 }
 
-static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf,
-			       const struct layer_rts_seg *target)
+int layer_rma_place(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
+		    size_t *count)
 {
 	const struct layer_hdr *hdr = layer_buf_hdr(buf);
-	struct layer_conn *conn = buf->ctx.chan->conn;
 	struct util_mr_map_entry *entry;
-	struct iovec iov[LAYER_IOV_LIMIT];
-	size_t cnt = LAYER_IOV_LIMIT;
+	size_t cnt = *count - 1;
 	int ret;
 
-	ret = layer_mr_target_get(proto->domain, target->key, target->addr, hdr->size,
+	if (hdr->op == LAYER_OP_READ_RESP)
+		return layer_rma_place_read(proto, buf, iov, count);
+	/* the range checked now; what fails is handled (and refused) on arrival */
+	ret = layer_mr_target_get(proto->domain, hdr->data, hdr->tag, hdr->size,
 				  FI_REMOTE_WRITE, iov, &cnt, &entry);
+	if (ret)
+		return ret;
+	if (hdr->flags & LAYER_HDR_CQ_DATA) {
+		/* the CQ data after it lands in the buffer's own payload room */
+		iov[cnt].iov_base = buf->data + LAYER_HDR_SIZE;
+		iov[cnt++].iov_len = sizeof(uint64_t);
+	}
+	*count = cnt;
+	buf->rma_entry = entry;
+	buf->is_placed = true;
+	return 0;
+}
+
+void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf)
+{
+	if (buf->rma_entry) {
+		layer_mr_target_put(proto->domain, buf->rma_entry);
+		buf->rma_entry = NULL;
+	}
+}
+
+static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	const struct layer_rts_seg target = { .addr = hdr->tag, .key = hdr->data,
+					      .len = hdr->size };
+	struct layer_conn *conn = buf->ctx.chan->conn;
+	const uint8_t *payload = layer_buf_payload(buf);
+	struct util_mr_map_entry *entry = buf->rma_entry;
+	struct iovec iov[LAYER_IOV_LIMIT];
+	size_t cnt = LAYER_IOV_LIMIT;
+	uint64_t cq_data = 0;
+	int ret = 0;
+
+	if (entry) {
+		/* placed while it arrived: the data is in the region already */
+		buf->rma_entry = NULL;
+		memcpy(&cq_data, payload, hdr->flags & LAYER_HDR_CQ_DATA ? sizeof(cq_data) : 0);
+	} else {
+		ret = layer_mr_target_get(proto->domain, target.key, target.addr, hdr->size,
+					  FI_REMOTE_WRITE, iov, &cnt, &entry);
+		if (!ret) {
+			layer_rma_copy_out(iov, cnt, payload);
+			memcpy(&cq_data, payload + hdr->size,
+			       hdr->flags & LAYER_HDR_CQ_DATA ? sizeof(cq_data) : 0);
+		}
+	}
 	if (!ret) {
-		layer_rma_copy_out(iov, cnt, (const uint8_t *) (target + 1));
 		layer_mr_target_count(proto->domain, entry, FI_REMOTE_WRITE);
 		layer_mr_target_put(proto->domain, entry);
-		layer_rma_written(proto, hdr->size, hdr->flags & LAYER_HDR_CQ_DATA, hdr->data,
+		layer_rma_written(proto, hdr->size, hdr->flags & LAYER_HDR_CQ_DATA, cq_data,
 				  buf->src_addr);
 	} else {
-		layer_rma_refused(hdr, target, -ret);
+		layer_rma_refused(hdr, &target, -ret);
 	}
 	layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
 }
@@ -240,6 +287,12 @@ void layer_rma_target(struct layer_proto *proto, struct layer_buf *buf)
 	const struct layer_hdr *hdr = layer_buf_hdr(buf);
 	const struct layer_rts_seg *target = (const struct layer_rts_seg *) layer_buf_payload(buf);
 
+	if (hdr->op == LAYER_OP_WRITE) {
+		FI_DBG(&layer_prov, FI_LOG_EP_DATA, "write in: %" PRIu64 " bytes at %#" PRIx64
+		       " key %#" PRIx64 "\n", hdr->size, hdr->tag, hdr->data);
+		layer_rma_write_in(proto, buf);
+		return;
+	}
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "%s in: %" PRIu64 " bytes at %#" PRIx64 " key %#"
 	       PRIx64 "\n", layer_op_str(hdr->op), hdr->size, target->addr, target->key);
 	if (unlikely(target->len != hdr->size ||
@@ -248,9 +301,6 @@ void layer_rma_target(struct layer_proto *proto, struct layer_buf *buf)
 		return;
 	}
 	switch (hdr->op) {
-	case LAYER_OP_WRITE:
-		layer_rma_write_in(proto, buf, target);
-		break;
 	case LAYER_OP_WRITE_RTS:
 		layer_rma_write_rts_in(proto, buf, target);
 		break;
