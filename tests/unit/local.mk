@@ -50,6 +50,10 @@ unit_tests += tests/unit/test_mr_map
 tests_unit_test_mr_map_LDADD = $(unit_ldadd)
 tests_unit_test_mr_map_CFLAGS = $(unit_cflags)
 
+unit_tests += tests/unit/test_atomic
+tests_unit_test_atomic_LDADD = $(unit_ldadd)
+tests_unit_test_atomic_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
