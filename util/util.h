@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <string.h>
+#include <sys/uio.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
@@ -83,6 +85,42 @@ struct util_progress {
 	int (*trywait)(void *arg);
 	void *arg;
 };
+
+/* Bytes in an iov array. */
+static inline size_t util_iov_len(const struct iovec *iov, size_t cnt)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* Copies an iov array's bytes to dst, end to end (an empty entry may have no buffer). */
+static inline void util_iov_gather(void *dst, const struct iovec *iov, size_t cnt)
+{
+	size_t i, off = 0;
+
+	for (i = 0; i < cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		memcpy((char *) dst + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+}
+
+/* Copies src into an iov array's buffers, in order, filling them all. */
+static inline void util_iov_scatter(const struct iovec *iov, size_t cnt, const void *src)
+{
+	size_t i, off = 0;
+
+	for (i = 0; i < cnt; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		memcpy(iov[i].iov_base, (const char *) src + off, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+}
 
 static inline void util_progress_run(const struct util_progress *p)
 {

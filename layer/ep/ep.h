@@ -127,15 +127,6 @@ static inline bool layer_iov_ok(const struct iovec *iov, size_t count)
 	return true;
 }
 
-static inline size_t layer_iov_total(const struct iovec *iov, size_t count)
-{
-	size_t i, len = 0;
-
-	for (i = 0; i < count; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
 /*
  * The frame of every data call, is_locked a constant in each variant: enter takes the lock
  * and says whether the endpoint is enabled; leave releases it and, before returning
@@ -169,7 +160,7 @@ layer_ep_send(struct layer_ep *ep, const struct iovec *iov, size_t count, fi_add
 
 	if (unlikely(!layer_iov_ok(iov, count)))
 		return -FI_EINVAL;
-	if (unlikely((flags & FI_INJECT) && layer_iov_total(iov, count) > LAYER_INJECT_SIZE))
+	if (unlikely((flags & FI_INJECT) && util_iov_len(iov, count) > LAYER_INJECT_SIZE))
 		return -FI_EMSGSIZE;
 	if (layer_ep_enter(ep, is_locked))
 		ret = layer_tx_send(&ep->proto, iov, count, dest, data, tag, flags, context);

@@ -36,7 +36,7 @@ layer_ep_rma(struct layer_ep *ep, bool is_read, const struct iovec *iov, size_t 
 	if (unlikely(!layer_iov_ok(iov, count) || rma_count != 1 || !rma))
 		return -FI_EINVAL;
 	if (unlikely((flags & FI_INJECT) &&
-		     (is_read || layer_iov_total(iov, count) > LAYER_INJECT_SIZE)))
+		     (is_read || util_iov_len(iov, count) > LAYER_INJECT_SIZE)))
 		return is_read ? -FI_EINVAL : -FI_EMSGSIZE;
 	if (layer_ep_enter(ep, is_locked)) {
 		if (is_read)
@@ -87,7 +87,7 @@ static ssize_t layer_readv(struct fid_ep *ep_fid, const struct iovec *iov, void 
 	struct fi_rma_iov rma = { .addr = addr, .key = key };
 
 	if (iov && count <= LAYER_IOV_LIMIT)
-		rma.len = layer_iov_total(iov, count);
+		rma.len = util_iov_len(iov, count);
 	return layer_ep_rma(ep, true, iov, count, src_addr, &rma, 1, 0, layer_rma_flags(ep, 0),
 			    context, true);
 }
@@ -117,7 +117,7 @@ static ssize_t layer_writev(struct fid_ep *ep_fid, const struct iovec *iov, void
 	struct fi_rma_iov rma = { .addr = addr, .key = key };
 
 	if (iov && count <= LAYER_IOV_LIMIT)
-		rma.len = layer_iov_total(iov, count);
+		rma.len = util_iov_len(iov, count);
 	return layer_ep_rma(ep, false, iov, count, dest_addr, &rma, 1, 0,
 			    layer_rma_flags(ep, 0), context, true);
 }
@@ -196,7 +196,7 @@ static ssize_t layer_readv_unlocked(struct fid_ep *ep_fid, const struct iovec *i
 	struct fi_rma_iov rma = { .addr = addr, .key = key };
 
 	if (iov && count <= LAYER_IOV_LIMIT)
-		rma.len = layer_iov_total(iov, count);
+		rma.len = util_iov_len(iov, count);
 	return layer_ep_rma(ep, true, iov, count, src_addr, &rma, 1, 0, layer_rma_flags(ep, 0),
 			    context, false);
 }
@@ -226,7 +226,7 @@ static ssize_t layer_writev_unlocked(struct fid_ep *ep_fid, const struct iovec *
 	struct fi_rma_iov rma = { .addr = addr, .key = key };
 
 	if (iov && count <= LAYER_IOV_LIMIT)
-		rma.len = layer_iov_total(iov, count);
+		rma.len = util_iov_len(iov, count);
 	return layer_ep_rma(ep, false, iov, count, dest_addr, &rma, 1, 0,
 			    layer_rma_flags(ep, 0), context, false);
 }

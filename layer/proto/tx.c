@@ -25,28 +25,6 @@ _Static_assert(offsetof(struct layer_tx, inline_data) ==
 /* The largest number of ACK slots: a msg_id keeps the slot in its low 32 bits. */
 #define LAYER_TX_ACK_SLOTS_MAX UINT32_MAX
 
-static void layer_tx_copy_from_iov(void *dst, const struct iovec *iov, size_t cnt)
-{
-	size_t i, off = 0;
-
-	for (i = 0; i < cnt; i++) {
-		/* an empty entry may have no buffer at all */
-		if (!iov[i].iov_len)
-			continue;
-		memcpy((char *) dst + off, iov[i].iov_base, iov[i].iov_len);
-		off += iov[i].iov_len;
-	}
-}
-
-static size_t layer_tx_iov_len(const struct iovec *iov, size_t cnt)
-{
-	size_t i, len = 0;
-
-	for (i = 0; i < cnt; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
 /* ---- ACKs by index ---- */
 
 static int layer_tx_acks_grow(struct layer_tx_acks *acks)
@@ -366,7 +344,7 @@ static int layer_tx_build(struct layer_proto *proto, struct layer_conn *conn,
 	size_t i, len = tx->len;
 
 	if (len <= LAYER_INJECT_SIZE) {
-		layer_tx_copy_from_iov(tx->inline_data, iov, iov_cnt);
+		util_iov_gather(tx->inline_data, iov, iov_cnt);
 		tx->iov[0].iov_base = &tx->hdr;
 		tx->iov[0].iov_len = sizeof(tx->hdr) + len;
 		tx->iov_cnt = 1;
@@ -388,7 +366,7 @@ static int layer_tx_build(struct layer_proto *proto, struct layer_conn *conn,
 	if (!tx->bounce)
 		return -FI_ENOMEM;
 	memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
-	layer_tx_copy_from_iov((char *) tx->bounce + sizeof(tx->hdr), iov, iov_cnt);
+	util_iov_gather((char *) tx->bounce + sizeof(tx->hdr), iov, iov_cnt);
 	tx->iov[0].iov_base = tx->bounce;
 	tx->iov[0].iov_len = sizeof(tx->hdr) + len;
 	tx->iov_cnt = 1;
@@ -404,7 +382,7 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	size_t len;
 	int ret;
 
-	len = layer_tx_iov_len(iov, iov_cnt);
+	len = util_iov_len(iov, iov_cnt);
 	if (unlikely(len > LAYER_MAX_MSG_SIZE))
 		return -FI_EMSGSIZE;
 	ret = layer_conn_get(proto->conns, dest, &conn);

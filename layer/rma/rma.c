@@ -12,34 +12,13 @@
 
 #define LAYER_RMA_SEG_SIZE sizeof(struct layer_rts_seg)
 
-static size_t layer_rma_iov_len(const struct iovec *iov, size_t cnt)
-{
-	size_t i, len = 0;
-
-	for (i = 0; i < cnt; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
-static void layer_rma_copy_in(void *dst, const struct iovec *iov, size_t cnt)
-{
-	size_t i, off = 0;
-
-	for (i = 0; i < cnt; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		memcpy((char *) dst + off, iov[i].iov_base, iov[i].iov_len);
-		off += iov[i].iov_len;
-	}
-}
-
 /* A request's transmit entry: its header and the target range, the answer wanted. */
 static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum layer_op op,
 			     const struct iovec *iov, size_t iov_cnt,
 			     const struct fi_rma_iov *rma, uint64_t flags, void *context,
 			     struct layer_conn **conn, struct layer_tx **tx_out)
 {
-	size_t len = layer_rma_iov_len(iov, iov_cnt);
+	size_t len = util_iov_len(iov, iov_cnt);
 	struct layer_tx *tx;
 	int ret;
 
@@ -139,7 +118,7 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 	}
 	if (len + trailer <= LAYER_INJECT_SIZE) {
 		/* small: copied into the entry */
-		layer_rma_copy_in(tx->inline_data, iov, iov_cnt);
+		util_iov_gather(tx->inline_data, iov, iov_cnt);
 		memcpy(tx->inline_data + len, &tx->rma_cq_data, trailer);
 		tx->iov[0].iov_base = &tx->hdr;
 		tx->iov[0].iov_len = head + len + trailer;
@@ -161,7 +140,7 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 			ret = -FI_ENOMEM;
 		} else {
 			memcpy(tx->bounce, &tx->hdr, head);
-			layer_rma_copy_in((char *) tx->bounce + head, iov, iov_cnt);
+			util_iov_gather((char *) tx->bounce + head, iov, iov_cnt);
 			memcpy((char *) tx->bounce + head + len, &tx->rma_cq_data, trailer);
 			tx->iov[0].iov_base = tx->bounce;
 			tx->iov[0].iov_len = head + len + trailer;
@@ -221,7 +200,6 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 	const uint8_t *payload = layer_buf_payload(buf);
 	struct layer_tx *tx;
 	struct layer_rx *rx;
-	size_t i, off = 0;
 
 	tx = layer_tx_find(proto, conn, hdr->tag);
 	if (unlikely(!tx || tx->hdr.op != LAYER_OP_READ_REQ)) {
@@ -244,12 +222,7 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 		return;
 	}
 	if (!hdr->seg_cnt) {
-		for (i = 0; i < tx->rma_iov_cnt; i++) {
-			if (!tx->rma_iov[i].iov_len)
-				continue;
-			memcpy(tx->rma_iov[i].iov_base, payload + off, tx->rma_iov[i].iov_len);
-			off += tx->rma_iov[i].iov_len;
-		}
+		util_iov_scatter(tx->rma_iov, tx->rma_iov_cnt, payload);
 		layer_tx_answered(proto, tx, 0);
 		return;
 	}

@@ -40,16 +40,6 @@ static void layer_rma_written(struct layer_proto *proto, size_t len, bool has_da
 		util_cntr_inc(&proto->rem_write_cntr->util);
 }
 
-static void layer_rma_copy_out(const struct iovec *iov, size_t cnt, const uint8_t *src)
-{
-	size_t i, off = 0;
-
-	for (i = 0; i < cnt; i++) {
-		memcpy(iov[i].iov_base, src + off, iov[i].iov_len);
-		off += iov[i].iov_len;
-	}
-}
-
 int layer_rma_place(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
 		    size_t *count)
 {
@@ -105,7 +95,7 @@ static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf)
 		ret = layer_mr_target_get(proto->domain, target.key, target.addr, hdr->size,
 					  FI_REMOTE_WRITE, iov, &cnt, &entry);
 		if (!ret) {
-			layer_rma_copy_out(iov, cnt, payload);
+			util_iov_scatter(iov, cnt, payload);
 			memcpy(&cq_data, payload + hdr->size,
 			       hdr->flags & LAYER_HDR_CQ_DATA ? sizeof(cq_data) : 0);
 		}
