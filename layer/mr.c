@@ -33,9 +33,12 @@ static int layer_mr_close(struct fid *fid)
 
 	util_lock_acquire(&mr->domain->mr.lock);
 	ret = fi_close(&mr->core_mr->fid);
-	/* gone for every later request; a transfer in progress keeps the entry until done */
-	if (!ret)
+	/* gone for every later request; a transfer in progress keeps the entry until done,
+	 * and finds no region to count for then */
+	if (!ret) {
+		mr->entry->context = NULL;
 		util_mr_map_remove(&mr->domain->mr.map, mr->entry);
+	}
 	util_lock_release(&mr->domain->mr.lock);
 	if (ret)
 		return ret;
@@ -76,12 +79,6 @@ static int layer_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	if (((flags & FI_REMOTE_WRITE) && mr->rem_write_cntr) ||
 	    ((flags & FI_REMOTE_READ) && mr->rem_read_cntr))
 		return -FI_EINVAL;
-	util_lock_acquire(&mr->domain->mr.lock);
-	if (flags & FI_REMOTE_WRITE)
-		mr->rem_write_cntr = cntr;
-	if (flags & FI_REMOTE_READ)
-		mr->rem_read_cntr = cntr;
-	util_lock_release(&mr->domain->mr.lock);
 	for (int i = 0; i < 2; i++) {
 		if (!(flags & (i ? FI_REMOTE_READ : FI_REMOTE_WRITE)))
 			continue;
@@ -92,21 +89,14 @@ static int layer_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		};
 		util_progress_set_add(&cntr->progress, &mr->cntr_hooks[i]);
 		atomic_fetch_add(&cntr->util.ref, 1);
+		util_lock_acquire(&mr->domain->mr.lock);
+		if (i)
+			mr->rem_read_cntr = cntr;
+		else
+			mr->rem_write_cntr = cntr;
+		util_lock_release(&mr->domain->mr.lock);
 	}
 	return 0;
-}
-
-void layer_mr_target_count(struct layer_domain *domain, struct util_mr_map_entry *entry,
-			   uint64_t access)
-{
-	struct layer_mr *mr = entry->context;
-	struct layer_cntr *cntr;
-
-	util_lock_acquire(&domain->mr.lock);
-	cntr = access == FI_REMOTE_WRITE ? mr->rem_write_cntr : mr->rem_read_cntr;
-	util_lock_release(&domain->mr.lock);
-	if (cntr)
-		util_cntr_inc(&cntr->util);
 }
 
 static struct fi_ops layer_mr_fi_ops = {
@@ -246,9 +236,33 @@ int layer_mr_target_get(struct layer_domain *domain, uint64_t key, uint64_t addr
 	return ret;
 }
 
-void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry)
+/* The counter the application bound to entry's region for access, if the region is open
+ * (lock held). */
+static void layer_mr_target_count_locked(struct util_mr_map_entry *entry, uint64_t access)
+{
+	struct layer_mr *mr = entry->context;
+	struct layer_cntr *cntr;
+
+	if (!mr || !access)
+		return;
+	cntr = access == FI_REMOTE_WRITE ? mr->rem_write_cntr : mr->rem_read_cntr;
+	if (cntr)
+		util_cntr_inc(&cntr->util);
+}
+
+void layer_mr_target_count(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			   uint64_t access)
 {
 	util_lock_acquire(&domain->mr.lock);
+	layer_mr_target_count_locked(entry, access);
+	util_lock_release(&domain->mr.lock);
+}
+
+void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			 uint64_t done)
+{
+	util_lock_acquire(&domain->mr.lock);
+	layer_mr_target_count_locked(entry, done);
 	util_mr_map_put(&domain->mr.map, entry);
 	util_lock_release(&domain->mr.lock);
 }

@@ -55,9 +55,14 @@ extern struct fi_ops_mr layer_mr_ops;
 int layer_mr_target_get(struct layer_domain *domain, uint64_t key, uint64_t addr, size_t len,
 			uint64_t access, struct iovec *iov, size_t *iov_cnt,
 			struct util_mr_map_entry **entry);
-void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry);
-/* A peer's write (access FI_REMOTE_WRITE) or read of entry's region is done: the counter
- * the application bound to that region (fi_mr_bind) counts it. */
+/*
+ * The transfer is done with entry. done: FI_REMOTE_WRITE or FI_REMOTE_READ when the peer's
+ * access is over and succeeded, for the counter the application bound to that region
+ * (fi_mr_bind) to count it; 0 otherwise.
+ */
+void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			 uint64_t done);
+/* Counts a peer's access to entry's region now (a read, as its answer goes), as above. */
 void layer_mr_target_count(struct layer_domain *domain, struct util_mr_map_entry *entry,
 			   uint64_t access);
 

@@ -14,29 +14,43 @@
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
 
-int layer_rndv_prepare(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
-		       size_t iov_cnt)
+int layer_rndv_register(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
+			size_t iov_cnt, struct layer_rts_seg *segs)
 {
-	size_t i, n = 0;
+	size_t i;
 	int ret;
 
-	ret = layer_tx_want_ack(proto, tx);
-	if (ret)
-		return ret;
 	for (i = 0; i < iov_cnt; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		ret = layer_mr_rndv_get(proto->domain, &iov[i], &tx->reg[n]);
+		ret = layer_mr_rndv_get(proto->domain, &iov[i], &tx->reg[tx->reg_cnt]);
 		if (ret)
 			return ret;
-		tx->reg_cnt = ++n;
-		tx->segs[n - 1] = (struct layer_rts_seg) {
+		segs[tx->reg_cnt] = (struct layer_rts_seg) {
 			.addr = proto->core->has_virt_addr ? (uint64_t) (uintptr_t) iov[i].iov_base :
 							     0,
-			.key = layer_mr_rndv_key(tx->reg[n - 1]),
+			.key = layer_mr_rndv_key(tx->reg[tx->reg_cnt]),
 			.len = iov[i].iov_len,
 		};
+		tx->reg_cnt++;
 	}
+	return 0;
+}
+
+int layer_rndv_prepare(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
+		       size_t iov_cnt)
+{
+	size_t n;
+	int ret;
+
+	/* what an earlier attempt left (a paced send that stayed eager) is let go first */
+	layer_rndv_release(proto, tx);
+	ret = layer_tx_want_ack(proto, tx);
+	if (!ret)
+		ret = layer_rndv_register(proto, tx, iov, iov_cnt, tx->segs);
+	if (ret)
+		return ret;
+	n = tx->reg_cnt;
 	tx->hdr.op = LAYER_OP_RTS;
 	tx->hdr.seg_cnt = (uint16_t) n;
 	/* A rendezvous message is acknowledged anyway, once pulled: no eager ACK request. */

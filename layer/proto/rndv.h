@@ -14,6 +14,12 @@ struct layer_proto;
 struct layer_tx;
 struct layer_rx;
 
+/*
+ * Registers iov's non-empty buffers for peers to read (tx->reg, kept until tx is freed) and
+ * names them in segs, one each: tx->reg_cnt says how many. 0 or -FI_E*.
+ */
+int layer_rndv_register(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
+			size_t iov_cnt, struct layer_rts_seg *segs);
 /* Makes tx an RTS for the message in iov: its buffers registered. 0 or -FI_E*. */
 int layer_rndv_prepare(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
 		       size_t iov_cnt);

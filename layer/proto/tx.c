@@ -133,7 +133,7 @@ static void layer_tx_free(struct layer_proto *proto, struct layer_tx *tx)
 	if (tx->reg_cnt)
 		layer_rndv_release(proto, tx);
 	if (tx->mr_entry)
-		layer_mr_target_put(proto->domain, tx->mr_entry);
+		layer_mr_target_put(proto->domain, tx->mr_entry, 0);
 	free(tx->bounce);
 	if (!tx->is_ctrl)
 		proto->tx_used--;
@@ -446,9 +446,9 @@ void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct l
 	layer_unexp_check(proto);
 }
 
-struct layer_tx *layer_tx_new(struct layer_proto *proto, bool is_ctrl)
+struct layer_tx *layer_tx_new(struct layer_proto *proto)
 {
-	return layer_tx_alloc(proto, is_ctrl);
+	return layer_tx_alloc(proto, false);
 }
 
 void layer_tx_discard(struct layer_proto *proto, struct layer_tx *tx)
@@ -456,14 +456,14 @@ void layer_tx_discard(struct layer_proto *proto, struct layer_tx *tx)
 	layer_tx_free(proto, tx);
 }
 
-static int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn,
-			      enum layer_op op, uint16_t flags, uint64_t msg_id, uint64_t data)
+struct layer_tx *layer_tx_ctrl_new(struct layer_proto *proto, enum layer_op op, uint16_t flags,
+				   uint64_t msg_id)
 {
 	struct layer_tx *tx;
 
 	tx = layer_tx_alloc(proto, true);
 	if (!tx)
-		return -FI_ENOMEM;
+		return NULL;
 	tx->context = NULL;
 	tx->flags = 0;
 	tx->cq_flags = 0;
@@ -472,15 +472,30 @@ static int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn
 		.version = LAYER_PROTO_VERSION,
 		.op = (uint8_t) op,
 		.flags = flags,
-		.data = data,
 		.msg_id = msg_id,
 	};
 	tx->iov[0].iov_base = &tx->hdr;
 	tx->iov[0].iov_len = sizeof(tx->hdr);
 	tx->iov_cnt = 1;
+	return tx;
+}
+
+void layer_tx_ctrl_send(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx)
+{
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "control %s (%#" PRIx64 ") on connection %p\n",
-	       layer_op_str(op), msg_id, (void *) conn);
+	       layer_op_str(tx->hdr.op), tx->hdr.msg_id, (void *) conn);
 	layer_tx_post(proto, conn, tx);
+}
+
+static int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn,
+			      enum layer_op op, uint16_t flags, uint64_t msg_id, uint64_t data)
+{
+	struct layer_tx *tx = layer_tx_ctrl_new(proto, op, flags, msg_id);
+
+	if (!tx)
+		return -FI_ENOMEM;
+	tx->hdr.data = data;
+	layer_tx_ctrl_send(proto, conn, tx);
 	return 0;
 }
 

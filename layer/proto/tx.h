@@ -64,17 +64,25 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 /* A control message of the protocol (ACK, PACE, UNPACE) on conn: 0 or -FI_ENOMEM. */
 int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
 		  uint16_t flags, uint64_t msg_id);
+/*
+ * A control message built and not sent yet (its header: op, flags, msg_id; one iov), for the
+ * caller to complete; NULL without memory. layer_tx_ctrl_send sends it on conn, outside the
+ * application's fences.
+ */
+struct layer_tx *layer_tx_ctrl_new(struct layer_proto *proto, enum layer_op op, uint16_t flags,
+				   uint64_t msg_id);
+void layer_tx_ctrl_send(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx);
 /* An ACK of msg_id: err 0, or the positive errno the request failed with. */
 int layer_tx_ack_send(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
 		      int err);
 
 /*
- * For the RMA paths (rma/): a transmit entry (an application's, counted against tx_size, or
- * the provider's own: NULL when the queue is full or memory short), started on conn once its
- * header and iovs are set (fences and queuing as for sends), found again by the id its
- * answer names, and completed by that answer (err 0 or positive).
+ * For the RMA paths (rma/): an application's transmit entry (counted against tx_size: NULL
+ * when the queue is full), started on conn once its header and iovs are set (fences and
+ * queuing as for sends), found again by the id its answer names, and completed by that
+ * answer (err 0 or positive).
  */
-struct layer_tx *layer_tx_new(struct layer_proto *proto, bool is_ctrl);
+struct layer_tx *layer_tx_new(struct layer_proto *proto);
 void layer_tx_discard(struct layer_proto *proto, struct layer_tx *tx);
 void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx);
 struct layer_tx *layer_tx_find(struct layer_proto *proto, struct layer_conn *conn,

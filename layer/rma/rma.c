@@ -10,8 +10,6 @@
 #include "layer/proto/tx.h"
 #include "layer/rma/rma.h"
 
-#define LAYER_RMA_SEG_SIZE sizeof(struct layer_rts_seg)
-
 /* A request's transmit entry: its header and the target range, the answer wanted. */
 static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum layer_op op,
 			     const struct iovec *iov, size_t iov_cnt,
@@ -29,7 +27,7 @@ static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum lay
 	ret = layer_conn_get(proto->conns, peer, conn);
 	if (unlikely(ret))
 		return ret;
-	tx = layer_tx_new(proto, false);
+	tx = layer_tx_new(proto);
 	if (unlikely(!tx))
 		return -FI_EAGAIN;
 	tx->context = context;
@@ -58,23 +56,14 @@ static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum lay
 static int layer_rma_write_rts(struct layer_proto *proto, struct layer_tx *tx,
 			       const struct iovec *iov, size_t iov_cnt)
 {
-	size_t i, n = 0;
+	size_t n;
 	int ret;
 
-	for (i = 0; i < iov_cnt; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		ret = layer_mr_rndv_get(proto->domain, &iov[i], &tx->reg[n]);
-		if (ret)
-			return ret;
-		tx->reg_cnt = ++n;
-		tx->segs[n] = (struct layer_rts_seg) {
-			.addr = proto->core->has_virt_addr ? (uint64_t) (uintptr_t) iov[i].iov_base :
-							     0,
-			.key = layer_mr_rndv_key(tx->reg[n - 1]),
-			.len = iov[i].iov_len,
-		};
-	}
+	/* after the target range */
+	ret = layer_rndv_register(proto, tx, iov, iov_cnt, tx->segs + 1);
+	if (ret)
+		return ret;
+	n = tx->reg_cnt;
 	tx->hdr.op = LAYER_OP_WRITE_RTS;
 	tx->hdr.seg_cnt = (uint16_t) (n + 1);
 	tx->iov[0].iov_base = &tx->hdr;

@@ -22,6 +22,9 @@
 
 #include "layer/proto/proto.h"
 
+/* A target range or registered segment on the wire (core/wire.h). */
+#define LAYER_RMA_SEG_SIZE sizeof(struct layer_rts_seg)
+
 /*
  * An RMA write of iov to rma at dest (flags: FI_REMOTE_CQ_DATA with data, FI_INJECT,
  * FI_COMPLETION, FI_FENCE...): 0, -FI_EAGAIN (the transmit queue is full), -FI_EINVAL (the

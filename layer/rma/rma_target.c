@@ -13,8 +13,6 @@
 #include "layer/proto/tx.h"
 #include "layer/rma/rma.h"
 
-#define LAYER_RMA_SEG_SIZE sizeof(struct layer_rts_seg)
-
 /* A refused request: said once at warning level (the application's bug, or a peer's), the
  * rest at info. */
 static void layer_rma_refused(const struct layer_hdr *hdr, const struct layer_rts_seg *target,
@@ -69,7 +67,7 @@ int layer_rma_place(struct layer_proto *proto, struct layer_buf *buf, struct iov
 void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf)
 {
 	if (buf->rma_entry) {
-		layer_mr_target_put(proto->domain, buf->rma_entry);
+		layer_mr_target_put(proto->domain, buf->rma_entry, 0);
 		buf->rma_entry = NULL;
 	}
 }
@@ -101,8 +99,7 @@ static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf)
 		}
 	}
 	if (!ret) {
-		layer_mr_target_count(proto->domain, entry, FI_REMOTE_WRITE);
-		layer_mr_target_put(proto->domain, entry);
+		layer_mr_target_put(proto->domain, entry, FI_REMOTE_WRITE);
 		layer_rma_written(proto, hdr->size, hdr->flags & LAYER_HDR_CQ_DATA, cq_data,
 				  buf->src_addr);
 	} else {
@@ -116,9 +113,7 @@ static void layer_rma_write_pulled(struct layer_proto *proto, struct layer_rx *r
 {
 	int err = rx->read_err;
 
-	if (!err)
-		layer_mr_target_count(proto->domain, rx->job, FI_REMOTE_WRITE);
-	layer_mr_target_put(proto->domain, rx->job);
+	layer_mr_target_put(proto->domain, rx->job, err ? 0 : FI_REMOTE_WRITE);
 	if (rx->conn->state != LAYER_CONN_CLOSED)
 		layer_tx_ack_send(proto, rx->conn, rx->msg_id, err ? FI_EIO : 0);
 	if (!err)
@@ -166,34 +161,17 @@ static void layer_rma_write_rts_in(struct layer_proto *proto, struct layer_buf *
 	layer_rndv_run(proto, rx);
 }
 
-/* A read's answer: READ_RESP with the data (or, FAILED, the error). */
+/* A read's answer: READ_RESP with the data, the target's segments, or (FAILED) the error. */
 static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 			      const struct layer_rts_seg *target)
 {
 	const struct layer_hdr *hdr = layer_buf_hdr(buf);
 	struct layer_conn *conn = buf->ctx.chan->conn;
 	struct iovec iov[LAYER_IOV_LIMIT];
-	size_t i, cnt = LAYER_IOV_LIMIT, n = 0;
+	size_t i, cnt = LAYER_IOV_LIMIT;
 	struct util_mr_map_entry *entry;
 	struct layer_tx *tx;
 	int ret;
-
-	tx = layer_tx_new(proto, true);
-	if (!tx)
-		return; /* the initiator's request fails with the connection, or waits */
-	tx->context = NULL;
-	tx->flags = 0;
-	tx->cq_flags = 0;
-	tx->len = 0;
-	tx->hdr = (struct layer_hdr) {
-		.version = LAYER_PROTO_VERSION,
-		.op = LAYER_OP_READ_RESP,
-		.key_slot = conn->chan->key_slot,
-		.tag = hdr->msg_id,
-	};
-	tx->iov[0].iov_base = &tx->hdr;
-	tx->iov[0].iov_len = sizeof(tx->hdr);
-	tx->iov_cnt = 1;
 
 	ret = layer_mr_target_get(proto->domain, target->key, target->addr, hdr->size,
 				  FI_REMOTE_READ, iov, &cnt, &entry);
@@ -201,75 +179,59 @@ static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 		layer_rma_refused(hdr, target, -ret);
 		goto fail;
 	}
-	tx->mr_entry = entry;
+	tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, 0, 0);
+	if (!tx) {
+		layer_mr_target_put(proto->domain, entry, 0);
+		ret = -FI_ENOMEM;
+		goto fail;
+	}
+	tx->mr_entry = entry;          /* the memory is held until the answer is sent */
+	tx->hdr.tag = hdr->msg_id;
 	tx->hdr.size = hdr->size;
 	if (hdr->size <= conn->chan->tx_eager && cnt + 1 < proto->core->iov_limit) {
-		/* the data straight from the registered memory, held until sent */
+		/* the data straight from the registered memory */
 		for (i = 0; i < cnt; i++)
 			tx->iov[i + 1] = iov[i];
 		tx->iov_cnt = cnt + 1;
 	} else if (hdr->size <= conn->chan->tx_eager) {
 		tx->bounce = malloc(sizeof(tx->hdr) + hdr->size);
-		if (!tx->bounce) {
-			ret = -FI_ENOMEM;
-			goto fail;
+		ret = tx->bounce ? 0 : -FI_ENOMEM;
+		if (!ret) {
+			memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
+			util_iov_gather((char *) tx->bounce + sizeof(tx->hdr), iov, cnt);
+			tx->iov[0].iov_base = tx->bounce;
+			tx->iov[0].iov_len = sizeof(tx->hdr) + hdr->size;
 		}
-		for (i = 0; i < cnt; i++) {
-			memcpy((char *) tx->bounce + sizeof(tx->hdr) + n, iov[i].iov_base,
-			       iov[i].iov_len);
-			n += iov[i].iov_len;
-		}
-		memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
-		tx->iov[0].iov_base = tx->bounce;
-		tx->iov[0].iov_len = sizeof(tx->hdr) + hdr->size;
 	} else {
-		/* too large for the initiator's buffers: it reads the registered segments */
+		/* too large for the initiator's buffers: it reads the registered segments, then
+		 * answers with an ACK of this entry's id, which lets them go */
 		ret = layer_tx_want_ack(proto, tx);
-		for (i = 0; !ret && i < cnt; i++) {
-			ret = layer_mr_rndv_get(proto->domain, &iov[i], &tx->reg[i]);
-			if (ret)
-				break;
-			tx->reg_cnt = i + 1;
-			tx->segs[i] = (struct layer_rts_seg) {
-				.addr = proto->core->has_virt_addr ?
-					(uint64_t) (uintptr_t) iov[i].iov_base : 0,
-				.key = layer_mr_rndv_key(tx->reg[i]),
-				.len = iov[i].iov_len,
-			};
-		}
-		if (ret)
-			goto fail;
-		tx->hdr.seg_cnt = (uint16_t) cnt;
-		tx->iov[0].iov_len = sizeof(tx->hdr) + cnt * LAYER_RMA_SEG_SIZE;
+		if (!ret)
+			ret = layer_rndv_register(proto, tx, iov, cnt, tx->segs);
+		tx->hdr.seg_cnt = (uint16_t) tx->reg_cnt;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + tx->reg_cnt * LAYER_RMA_SEG_SIZE;
 	}
+	if (ret) {
+		layer_tx_discard(proto, tx);
+		goto fail;
+	}
+	/* counted as the answer goes: its data is taken from the region now, or read by the
+	 * peer from the registration that holds it */
 	if (proto->rem_read_cntr)
 		util_cntr_inc(&proto->rem_read_cntr->util);
 	layer_mr_target_count(proto->domain, entry, FI_REMOTE_READ);
-	layer_tx_start(proto, conn, tx);
+	layer_tx_ctrl_send(proto, conn, tx);
 	return;
 
 fail:
-	/* the same entry carries the refusal: its header alone */
-	layer_tx_discard(proto, tx);
-	tx = layer_tx_new(proto, true);
+	/* the refusal: the header alone; without memory for it the read fails with its
+	 * connection */
+	tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, LAYER_HDR_FAILED, 0);
 	if (!tx)
 		return;
-	tx->context = NULL;
-	tx->flags = 0;
-	tx->cq_flags = 0;
-	tx->len = 0;
-	tx->hdr = (struct layer_hdr) {
-		.version = LAYER_PROTO_VERSION,
-		.op = LAYER_OP_READ_RESP,
-		.flags = LAYER_HDR_FAILED,
-		.key_slot = conn->chan->key_slot,
-		.tag = hdr->msg_id,
-		.data = (uint64_t) -ret,
-	};
-	tx->iov[0].iov_base = &tx->hdr;
-	tx->iov[0].iov_len = sizeof(tx->hdr);
-	tx->iov_cnt = 1;
-	layer_tx_start(proto, conn, tx);
+	tx->hdr.tag = hdr->msg_id;
+	tx->hdr.data = (uint64_t) -ret;
+	layer_tx_ctrl_send(proto, conn, tx);
 }
 
 void layer_rma_target(struct layer_proto *proto, struct layer_buf *buf)
