@@ -224,15 +224,23 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 	}
 	memcpy(rx->iov, tx->rma_iov, tx->rma_iov_cnt * sizeof(rx->iov[0]));
 	rx->iov_cnt = tx->rma_iov_cnt;
-	rx->len = tx->len;
+	layer_rma_pull(proto, rx, conn, hdr, (const void *) payload, hdr->seg_cnt,
+		       layer_rma_read_pulled, tx);
+}
+
+void layer_rma_pull(struct layer_proto *proto, struct layer_rx *rx, struct layer_conn *conn,
+		    const struct layer_hdr *hdr, const struct layer_rts_seg *segs, uint32_t seg_cnt,
+		    void (*done)(struct layer_proto *proto, struct layer_rx *rx), void *job)
+{
+	rx->len = hdr->size;
 	rx->conn = conn;
 	rx->msg_id = hdr->msg_id;
 	rx->msg_len = hdr->size;
 	rx->read_len = hdr->size;
-	rx->seg_cnt = hdr->seg_cnt;
-	memcpy(rx->segs, payload, hdr->seg_cnt * LAYER_RMA_SEG_SIZE);
-	rx->on_read_done = layer_rma_read_pulled;
-	rx->job = tx;
+	rx->seg_cnt = seg_cnt;
+	memcpy(rx->segs, segs, seg_cnt * LAYER_RMA_SEG_SIZE);
+	rx->on_read_done = done;
+	rx->job = job;
 	layer_rndv_run(proto, rx);
 }
 

@@ -54,6 +54,13 @@ int layer_rma_place(struct layer_proto *proto, struct layer_buf *buf, struct iov
 		    size_t *count);
 int layer_rma_place_read(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
 			 size_t *count);
+/*
+ * Both sides: rx (its iov set) reads hdr->size bytes from the peer's segs with the core's RMA
+ * read, then done(rx) runs; hdr->msg_id is what the reads answer. job: done's state.
+ */
+void layer_rma_pull(struct layer_proto *proto, struct layer_rx *rx, struct layer_conn *conn,
+		    const struct layer_hdr *hdr, const struct layer_rts_seg *segs, uint32_t seg_cnt,
+		    void (*done)(struct layer_proto *proto, struct layer_rx *rx), void *job);
 /* A placed buffer lost before it arrived: the registration it held goes back. */
 void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf);
 

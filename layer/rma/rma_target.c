@@ -146,19 +146,11 @@ static void layer_rma_write_rts_in(struct layer_proto *proto, struct layer_buf *
 		return;
 	}
 	rx->iov_cnt = cnt;
-	rx->len = hdr->size;
-	rx->conn = conn;
-	rx->msg_id = hdr->msg_id;
-	rx->msg_len = hdr->size;
-	rx->read_len = hdr->size;
 	rx->msg_src = buf->src_addr;
 	rx->cq_data = hdr->data;
 	rx->cq_flags = hdr->flags & LAYER_HDR_CQ_DATA ? FI_REMOTE_CQ_DATA : 0;
-	rx->seg_cnt = hdr->seg_cnt - 1u;
-	memcpy(rx->segs, target + 1, rx->seg_cnt * LAYER_RMA_SEG_SIZE);
-	rx->on_read_done = layer_rma_write_pulled;
-	rx->job = entry;
-	layer_rndv_run(proto, rx);
+	layer_rma_pull(proto, rx, conn, hdr, target + 1, hdr->seg_cnt - 1u,
+		       layer_rma_write_pulled, entry);
 }
 
 /* A read's answer: READ_RESP with the data, the target's segments, or (FAILED) the error. */
