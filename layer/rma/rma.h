@@ -61,6 +61,20 @@ int layer_rma_place_read(struct layer_proto *proto, struct layer_buf *buf, struc
 void layer_rma_pull(struct layer_proto *proto, struct layer_rx *rx, struct layer_conn *conn,
 		    const struct layer_hdr *hdr, const struct layer_rts_seg *segs, uint32_t seg_cnt,
 		    void (*done)(struct layer_proto *proto, struct layer_rx *rx), void *job);
+/*
+ * The target's answers (rma_target.c, and atomics'): a READ_RESP of msg_id on conn with size
+ * bytes that the caller writes at *data before sending it (layer_tx_ctrl_send): in the entry,
+ * after the header in a copy, or (larger than the initiator's buffers take) in a copy
+ * registered for the initiator to read. NULL without memory.
+ */
+struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn *conn,
+				    uint64_t msg_id, uint64_t size, void **data);
+/* A FAILED READ_RESP of msg_id with err (positive). */
+void layer_rma_resp_failed(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
+			   int err);
+/* A request the target refuses: said once at warning level, the rest at info. */
+void layer_rma_refused(const struct layer_hdr *hdr, const struct layer_rts_seg *target,
+		       int err);
 /* A placed buffer lost before it arrived: the registration it held goes back. */
 void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf);
 

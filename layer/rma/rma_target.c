@@ -13,10 +13,8 @@
 #include "layer/proto/tx.h"
 #include "layer/rma/rma.h"
 
-/* A refused request: said once at warning level (the application's bug, or a peer's), the
- * rest at info. */
-static void layer_rma_refused(const struct layer_hdr *hdr, const struct layer_rts_seg *target,
-			      int err)
+/* A refused request: the application's bug, or a peer's. */
+void layer_rma_refused(const struct layer_hdr *hdr, const struct layer_rts_seg *target, int err)
 {
 	LAYER_WARN_ONCE(FI_LOG_EP_DATA, "refused a peer's %s of %" PRIu64 " bytes at %#" PRIx64
 			" key %#" PRIx64 ": %s (further refusals logged at info level)\n",
@@ -153,6 +151,91 @@ static void layer_rma_write_rts_in(struct layer_proto *proto, struct layer_buf *
 		       layer_rma_write_pulled, entry);
 }
 
+struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn *conn,
+				    uint64_t msg_id, uint64_t size, void **data)
+{
+	struct layer_tx *tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, 0, 0);
+	struct iovec iov;
+
+	if (!tx)
+		return NULL;
+	tx->hdr.tag = msg_id;
+	tx->hdr.size = size;
+	if (size <= LAYER_INJECT_SIZE) {
+		*data = tx->inline_data;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + size;
+		return tx;
+	}
+	if (size <= conn->chan->tx_eager) {
+		tx->bounce = malloc(sizeof(tx->hdr) + size);
+		if (!tx->bounce)
+			goto err;
+		memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
+		*data = (char *) tx->bounce + sizeof(tx->hdr);
+		tx->iov[0].iov_base = tx->bounce;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + size;
+		return tx;
+	}
+	/* too large for the initiator's buffers: it reads the copy, then answers with an ACK of
+	 * this entry's id, which lets it go */
+	tx->bounce = malloc(size);
+	iov.iov_base = tx->bounce;
+	iov.iov_len = size;
+	if (!tx->bounce || layer_tx_want_ack(proto, tx) ||
+	    layer_rndv_register(proto, tx, &iov, 1, tx->segs))
+		goto err;
+	tx->hdr.seg_cnt = (uint16_t) tx->reg_cnt;
+	tx->iov[0].iov_len = sizeof(tx->hdr) + tx->reg_cnt * LAYER_RMA_SEG_SIZE;
+	*data = tx->bounce;
+	return tx;
+
+err:
+	layer_tx_discard(proto, tx);
+	return NULL;
+}
+
+void layer_rma_resp_failed(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
+			   int err)
+{
+	struct layer_tx *tx;
+
+	/* the header alone; without memory for it the request fails with its connection */
+	tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, LAYER_HDR_FAILED, 0);
+	if (!tx)
+		return;
+	tx->hdr.tag = msg_id;
+	tx->hdr.data = (uint64_t) err;
+	layer_tx_ctrl_send(proto, conn, tx);
+}
+
+/* The data of a read from the registered memory: straight, or (larger than the initiator's
+ * buffers take) registered for it to read, then answered with an ACK of this entry's id. */
+static struct layer_tx *layer_rma_resp_zcopy(struct layer_proto *proto, struct layer_conn *conn,
+					     const struct layer_hdr *hdr, const struct iovec *iov,
+					     size_t cnt)
+{
+	struct layer_tx *tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, 0, 0);
+	size_t i;
+
+	if (!tx)
+		return NULL;
+	tx->hdr.tag = hdr->msg_id;
+	tx->hdr.size = hdr->size;
+	if (hdr->size <= conn->chan->tx_eager) {
+		for (i = 0; i < cnt; i++)
+			tx->iov[i + 1] = iov[i];
+		tx->iov_cnt = cnt + 1;
+		return tx;
+	}
+	if (layer_tx_want_ack(proto, tx) || layer_rndv_register(proto, tx, iov, cnt, tx->segs)) {
+		layer_tx_discard(proto, tx);
+		return NULL;
+	}
+	tx->hdr.seg_cnt = (uint16_t) tx->reg_cnt;
+	tx->iov[0].iov_len = sizeof(tx->hdr) + tx->reg_cnt * LAYER_RMA_SEG_SIZE;
+	return tx;
+}
+
 /* A read's answer: READ_RESP with the data, the target's segments, or (FAILED) the error. */
 static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 			      const struct layer_rts_seg *target)
@@ -160,69 +243,39 @@ static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 	const struct layer_hdr *hdr = layer_buf_hdr(buf);
 	struct layer_conn *conn = buf->ctx.chan->conn;
 	struct iovec iov[LAYER_IOV_LIMIT];
-	size_t i, cnt = LAYER_IOV_LIMIT;
+	size_t cnt = LAYER_IOV_LIMIT;
 	struct util_mr_map_entry *entry;
 	struct layer_tx *tx;
+	void *data;
 	int ret;
 
 	ret = layer_mr_target_get(proto->domain, target->key, target->addr, hdr->size,
 				  FI_REMOTE_READ, iov, &cnt, &entry);
 	if (ret) {
 		layer_rma_refused(hdr, target, -ret);
-		goto fail;
+		layer_rma_resp_failed(proto, conn, hdr->msg_id, -ret);
+		return;
 	}
-	tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, 0, 0);
+	if (hdr->size <= LAYER_INJECT_SIZE ||
+	    (hdr->size <= conn->chan->tx_eager && cnt + 1 >= proto->core->iov_limit)) {
+		/* small, or in more pieces than the core takes at once: copied */
+		tx = layer_rma_resp_new(proto, conn, hdr->msg_id, hdr->size, &data);
+		if (tx)
+			util_iov_gather(data, iov, cnt);
+	} else {
+		tx = layer_rma_resp_zcopy(proto, conn, hdr, iov, cnt);
+	}
 	if (!tx) {
 		layer_mr_target_put(proto->domain, entry, 0);
-		ret = -FI_ENOMEM;
-		goto fail;
+		layer_rma_resp_failed(proto, conn, hdr->msg_id, FI_ENOMEM);
+		return;
 	}
 	tx->mr_entry = entry;          /* the memory is held until the answer is sent */
-	tx->hdr.tag = hdr->msg_id;
-	tx->hdr.size = hdr->size;
-	if (hdr->size <= conn->chan->tx_eager && cnt + 1 < proto->core->iov_limit) {
-		/* the data straight from the registered memory */
-		for (i = 0; i < cnt; i++)
-			tx->iov[i + 1] = iov[i];
-		tx->iov_cnt = cnt + 1;
-	} else if (hdr->size <= conn->chan->tx_eager) {
-		tx->bounce = malloc(sizeof(tx->hdr) + hdr->size);
-		ret = tx->bounce ? 0 : -FI_ENOMEM;
-		if (!ret) {
-			memcpy(tx->bounce, &tx->hdr, sizeof(tx->hdr));
-			util_iov_gather((char *) tx->bounce + sizeof(tx->hdr), iov, cnt);
-			tx->iov[0].iov_base = tx->bounce;
-			tx->iov[0].iov_len = sizeof(tx->hdr) + hdr->size;
-		}
-	} else {
-		/* too large for the initiator's buffers: it reads the registered segments, then
-		 * answers with an ACK of this entry's id, which lets them go */
-		ret = layer_tx_want_ack(proto, tx);
-		if (!ret)
-			ret = layer_rndv_register(proto, tx, iov, cnt, tx->segs);
-		tx->hdr.seg_cnt = (uint16_t) tx->reg_cnt;
-		tx->iov[0].iov_len = sizeof(tx->hdr) + tx->reg_cnt * LAYER_RMA_SEG_SIZE;
-	}
-	if (ret) {
-		layer_tx_discard(proto, tx);
-		goto fail;
-	}
 	/* counted as the answer goes: its data is taken from the region now, or read by the
 	 * peer from the registration that holds it */
 	if (proto->rem_read_cntr)
 		util_cntr_inc(&proto->rem_read_cntr->util);
 	layer_mr_target_count(proto->domain, entry, FI_REMOTE_READ);
-	layer_tx_ctrl_send(proto, conn, tx);
-	return;
-
-fail:
-	/* the refusal: the header alone; without memory for it the read fails with its
-	 * connection */
-	tx = layer_tx_ctrl_new(proto, LAYER_OP_READ_RESP, LAYER_HDR_FAILED, 0);
-	if (!tx)
-		return;
-	tx->hdr.tag = hdr->msg_id;
-	tx->hdr.data = (uint64_t) -ret;
 	layer_tx_ctrl_send(proto, conn, tx);
 }
 
