@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include "layer/domain.h"
+#include "layer/atomic/atomic.h"
 #include "layer/addr.h"
 #include "layer/av/av.h"
 #include "layer/cntr.h"
@@ -52,7 +53,7 @@ static struct fi_ops_domain layer_domain_ops = {
 	.poll_open = layer_poll_open,
 	.stx_ctx = layer_no_stx_ctx,
 	.srx_ctx = layer_no_srx_ctx,
-	.query_atomic = layer_no_query_atomic,
+	.query_atomic = layer_query_atomic,
 	.query_collective = layer_no_query_collective,
 };
 

@@ -162,8 +162,9 @@ err_free:
 
 uint64_t layer_default_caps(uint64_t caps)
 {
-	/* fi_getinfo(3): FI_RMA without a direction means all four */
-	if ((caps & FI_RMA) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+	/* fi_getinfo(3): FI_RMA or FI_ATOMIC without a direction means all four */
+	if ((caps & (FI_RMA | FI_ATOMIC)) &&
+	    !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
 		caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	if (!(caps & (FI_SEND | FI_RECV)))
 		caps |= FI_SEND | FI_RECV;
@@ -351,7 +352,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->tx_attr->size = hints && hints->tx_attr && hints->tx_attr->size ?
 			      hints->tx_attr->size : layer_settings.tx_size;
 	info->tx_attr->iov_limit = LAYER_IOV_LIMIT;
-	info->tx_attr->rma_iov_limit = caps & FI_RMA ? 1 : 0;
+	info->tx_attr->rma_iov_limit = caps & (FI_RMA | FI_ATOMIC) ? 1 : 0;
 
 	info->rx_attr->caps = caps & ~(FI_SEND | FI_READ | FI_WRITE | LAYER_DOMAIN_CAPS);
 	info->rx_attr->mode = 0;

@@ -74,9 +74,10 @@ extern struct layer_settings layer_settings;
 #define LAYER_EP_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | \
 		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | \
 		       LAYER_RMA_CAPS)
-/* RMA (rma/rma.h): the initiator's and the target's sides, remote events counted. */
-#define LAYER_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | \
-			FI_RMA_EVENT)
+/* RMA (rma/rma.h) and atomics (atomic/atomic.h): the initiator's and the target's sides,
+ * remote events counted. */
+#define LAYER_RMA_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | \
+			FI_REMOTE_WRITE | FI_RMA_EVENT)
 /* All 64 tag bits take part in matching; reported when the hints give no format. */
 #define LAYER_MEM_TAG_FORMAT 0xAAAAAAAAAAAAAAAAULL
 /* FI_SHARED_AV: named AVs (layer/av_shm.c). */
@@ -91,6 +92,9 @@ extern struct layer_settings layer_settings;
 #define LAYER_INJECT_SIZE 256
 #define LAYER_MAX_MSG_SIZE (1ULL << 32)
 #define LAYER_IOV_LIMIT 4
+/* The most target memory one atomic operation touches (fi_atomicvalid's count times the
+ * datatype's size): its operands, results and compare values are held whole at both ends. */
+#define LAYER_ATOMIC_MAX_SIZE (64ULL << 20)
 /* The most a peer's handshake makes us send eager: FI_OFI_LAYER_DIRECT_EAGER_SIZE's maximum. */
 #define LAYER_EAGER_MAX (16u << 20)
 /*

@@ -11,7 +11,9 @@ liblayer_fi_la_SOURCES = \
 	layer/av/av.h layer/av/av.c layer/av/av_insert.c layer/av/av_event.c \
 	layer/av/av_auth.c layer/av/av_shm.c layer/av/av_set.h layer/av/av_set.c \
 	layer/ep/ep.h layer/ep/ep.c layer/ep/msg.c layer/ep/tagged.c layer/ep/rma.c \
+	layer/ep/atomic.c \
 	layer/rma/rma.h layer/rma/rma.c layer/rma/rma_target.c \
+	layer/atomic/atomic.h layer/atomic/atomic.c layer/atomic/atomic_target.c \
 	layer/proto/proto.h layer/proto/proto.c layer/proto/tx.h layer/proto/tx.c \
 	layer/proto/rndv.h layer/proto/rndv.c layer/proto/rx.h layer/proto/rx.c \
 	layer/proto/rxq.h layer/proto/rxq.c layer/proto/unexp.h layer/proto/unexp.c \

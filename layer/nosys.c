@@ -49,12 +49,6 @@ int layer_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr, struct 
 	return -FI_ENOSYS;
 }
 
-int layer_no_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
-			  struct fi_atomic_attr *attr, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-
 int layer_no_query_collective(struct fid_domain *domain, enum fi_collective_op coll,
 			      struct fi_collective_attr *attr, uint64_t flags)
 {

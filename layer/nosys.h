@@ -1,7 +1,7 @@
 /*
  * Every entry of an object the provider does not offer, in one place. libfabric's inline
  * wrappers call through the ops tables unchecked, so each slot answers:
- * - -FI_ENOSYS for what the provider never implements (RMA, atomics, collectives, scalable
+ * - -FI_ENOSYS for what the provider never implements (collectives, scalable
  *   endpoints, shared contexts, wait sets, connection management of an RDM
  *   endpoint...);
  * - -FI_EOPNOTSUPP for a data call the endpoint's capabilities leave out (a send on an
@@ -39,8 +39,6 @@ int layer_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr, struct 
 		     void *context);
 int layer_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr, struct fid_ep **rx_ep,
 		     void *context);
-int layer_no_query_atomic(struct fid_domain *domain, enum fi_datatype datatype, enum fi_op op,
-			  struct fi_atomic_attr *attr, uint64_t flags);
 int layer_no_query_collective(struct fid_domain *domain, enum fi_collective_op coll,
 			      struct fi_collective_attr *attr, uint64_t flags);
 

@@ -669,6 +669,7 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 	case LAYER_OP_WRITE:
 	case LAYER_OP_WRITE_RTS:
 	case LAYER_OP_READ_REQ:
+	case LAYER_OP_ATOMIC:
 		/* the peer's requests, on its key slot */
 		in = hdr->key_slot < peer->in_cnt ? &peer->in[hdr->key_slot] : NULL;
 		rchan = in ? layer_rdm_in_chan(rcore, peer, hdr->key_slot) : NULL;

@@ -68,6 +68,12 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 		return hdr->seg_cnt <= LAYER_RTS_MAX_SEGS &&
 		       len == sizeof(*hdr) + hdr->seg_cnt * sizeof(struct layer_rts_seg) &&
 		       hdr->size <= LAYER_MAX_MSG_SIZE;
+	case LAYER_OP_ATOMIC:
+		/* the description, then operands or segments: checked in full at the target
+		 * (atomic/), where the description is in */
+		return hdr->seg_cnt <= LAYER_RTS_MAX_SEGS && hdr->size <= LAYER_MAX_MSG_SIZE &&
+		       len >= sizeof(*hdr) + sizeof(struct layer_atomic_desc) +
+			      hdr->seg_cnt * sizeof(struct layer_rts_seg);
 	case LAYER_OP_ACK:
 	case LAYER_OP_PACE:
 	case LAYER_OP_UNPACE:

@@ -1,5 +1,5 @@
 /*
- * Wire protocol of ofi_layer, version 3: what travels between two endpoints, whatever the
+ * Wire protocol of ofi_layer, version 4: what travels between two endpoints, whatever the
  * core. Every message starts with a fixed 40-byte header. Eager messages carry their payload
  * right after it; a rendezvous request (RTS) carries the sender's registered segments, which
  * the receiver reads with the core's RMA read once the message is matched, and acknowledges
@@ -13,10 +13,18 @@
  * in; its remote CQ data, if any, follows the data. The other requests' first segment after
  * the header names the target range (address, key, length): WRITE_RTS then names the
  * initiator's registered segments, which the target reads with the core's RMA read. Writes
- * are answered by an ACK. READ_REQ asks for the range; READ_RESP (its tag: the request's msg_id) answers with the
- * data, or names the target's registered segments for the initiator to read, then answered by
- * an ACK of the READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED and the
- * error in data.
+ * are answered by an ACK. READ_REQ asks for the range; READ_RESP (its tag: the request's msg_id) answers
+ * with the data, or names the target's registered segments for the initiator to read, then
+ * answered by an ACK of the READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED
+ * and the error in data.
+ *
+ * ATOMIC (atomic/atomic.h) carries struct layer_atomic_desc after the header (the target
+ * range, the operation, the datatype, which of the three forms), then its operands and, for
+ * the compare form, the compare operands; or, when they are larger than the target's buffers
+ * take (seg_cnt > 0), the initiator's registered segments holding both, which the target
+ * reads. size is the bytes of target memory (elements times datatype size); data the remote
+ * CQ data with CQ_DATA. The write form is answered by an ACK; the fetch and compare forms by
+ * a READ_RESP with the values the target held before, as a read is.
  *
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
@@ -37,8 +45,9 @@
 #include <stdint.h>
 
 #include "layer/layer.h"
+#include "util/atomic.h"
 
-#define LAYER_PROTO_VERSION 3
+#define LAYER_PROTO_VERSION 4
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -53,7 +62,8 @@
 	X(WRITE, "write")         /* RMA write, data after the target */     \
 	X(WRITE_RTS, "write-rts") /* RMA write, initiator's segments */      \
 	X(READ_REQ, "read-req")   /* RMA read of the target range */         \
-	X(READ_RESP, "read-resp") /* its data, or the target's segments */
+	X(READ_RESP, "read-resp") /* its data, or the target's segments */ \
+	X(ATOMIC, "atomic")       /* atomic: its description, operands */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -83,7 +93,7 @@ struct layer_hdr {
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size; HELLO: address and key */
 	uint64_t tag;       /* tagged messages: the tag; WRITE: the target address;
 			     * READ_RESP: the request's msg_id */
-	uint64_t data;      /* remote CQ data; WRITE: the target key; HELLO_ACK: the largest
+	uint64_t data;      /* remote CQ data (ATOMIC too); WRITE: the target key; HELLO_ACK: the largest
 			     * eager payload the answering endpoint's buffers take; FAILED: the
 			     * errno */
 	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of the send;
@@ -102,6 +112,24 @@ struct layer_rts_seg {
 };
 
 #define LAYER_RTS_MAX_SEGS LAYER_IOV_LIMIT
+
+/* What an ATOMIC does, after its header. */
+struct layer_atomic_desc {
+	uint64_t addr;      /* the target range: address and key as the target's MR names them */
+	uint64_t key;
+	uint8_t kind;       /* enum util_atomic_kind: write, fetch, compare */
+	uint8_t op;         /* enum fi_op (libfabric's values, the same in every release) */
+	uint8_t datatype;   /* enum fi_datatype (likewise) */
+	uint8_t reserved[5];
+};
+
+/* Bytes of operands an ATOMIC of size target bytes carries (or its segments name). */
+static inline uint64_t layer_atomic_operand_len(const struct layer_atomic_desc *desc,
+						uint64_t size)
+{
+	return (desc->op == FI_ATOMIC_READ ? 0 : size) +
+	       (desc->kind == UTIL_ATOMIC_COMPARE ? size : 0);
+}
 
 /*
  * Whether a message of len bytes (header included) is well formed for its operation: the

@@ -197,7 +197,7 @@ static int layer_ep_bind_cntr(struct layer_ep *ep, struct layer_cntr *cntr, uint
 	if (flags & ~(FI_SEND | FI_RECV | rma_flags))
 		return -FI_EBADFLAGS;
 	/* fi_cntr(3): remote events count only with FI_RMA_EVENT */
-	if (!flags || ((flags & rma_flags) && !(ep->caps & FI_RMA)) ||
+	if (!flags || ((flags & rma_flags) && !(ep->caps & (FI_RMA | FI_ATOMIC))) ||
 	    ((flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !(ep->caps & FI_RMA_EVENT)))
 		return -FI_EINVAL;
 	for (i = 0; i < UTIL_ARRAY_SIZE(slots); i++) {
@@ -695,7 +695,9 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 							  &layer_rma_unlocked_ops :
 			 &layer_no_rma_ops;
 	ep->ep_fid.tagged = &ep->tagged_ops;
-	ep->ep_fid.atomic = &layer_no_atomic_ops;
+	ep->ep_fid.atomic = ep->caps & FI_ATOMIC ? ep->is_locked ? &layer_atomic_locked_ops :
+								   &layer_atomic_unlocked_ops :
+			    &layer_no_atomic_ops;
 	atomic_fetch_add(&domain->ref, 1);
 	*ep_fid = &ep->ep_fid;
 	return 0;

@@ -4,12 +4,13 @@
  * when the endpoint opens:
  *
  *   ep/     the endpoint object (this file, ep.c) and the API entry points: FI_MSG (msg.c),
- *           FI_TAGGED (tagged.c), FI_RMA (rma.c); argument checks, the threading variant,
- *      |    progress
+ *           FI_TAGGED (tagged.c), FI_RMA (rma.c), FI_ATOMIC (atomic.c); argument checks, the
+ *      |    threading variant, progress
  *   proto/  transmit and receive paths: sends and rendezvous (tx.c, rndv.c), the receive
  *      |    path with its one entry for every message (rx.c), receive queues where matching
  *      |    happens (rxq.c), the unexpected-memory bound (unexp.c); beside it rma/, RMA
- *      |    requests and the target's side of them (rma.c, rma_target.c)
+ *      |    requests and the target's side of them (rma.c, rma_target.c), and atomic/,
+ *      |    atomics the same way (atomic.c, atomic_target.c)
  *      |                                         ^ struct layer_conn_upcalls
  *   conn/   connections and peers: one per peer and direction, found by AV index, the
  *      |    sender of what they carry kept from the AV's notices; authorization keys
@@ -108,6 +109,8 @@ static inline void layer_ep_unlock(struct layer_ep *ep)
 extern const struct fi_ops_msg layer_msg_locked_ops;
 extern struct fi_ops_rma layer_rma_locked_ops;
 extern struct fi_ops_rma layer_rma_unlocked_ops;
+extern struct fi_ops_atomic layer_atomic_locked_ops;
+extern struct fi_ops_atomic layer_atomic_unlocked_ops;
 extern const struct fi_ops_msg layer_msg_unlocked_ops;
 extern const struct fi_ops_tagged layer_tagged_locked_ops;
 extern const struct fi_ops_tagged layer_tagged_unlocked_ops;

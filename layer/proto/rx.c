@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer/atomic/atomic.h"
 #include "layer/av/av.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
@@ -461,6 +462,10 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 	case LAYER_OP_READ_REQ:
 	case LAYER_OP_READ_RESP:
 		layer_rma_arrive(proto, buf);
+		layer_core_repost(proto->core, buf);
+		return;
+	case LAYER_OP_ATOMIC:
+		layer_atomic_target(proto, buf);
 		layer_core_repost(proto->core, buf);
 		return;
 	default:

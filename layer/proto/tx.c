@@ -140,10 +140,10 @@ static void layer_tx_free(struct layer_proto *proto, struct layer_tx *tx)
 	util_bufpool_put(&proto->tx_pool, tx);
 }
 
-/* The counter of a transmit operation: sends, or (FI_RMA) reads and writes. */
+/* The counter of a transmit operation: sends, or (FI_RMA, FI_ATOMIC) reads and writes. */
 static struct layer_cntr *layer_tx_cntr(const struct layer_proto *proto, uint64_t cq_flags)
 {
-	if (likely(!(cq_flags & FI_RMA)))
+	if (likely(!(cq_flags & (FI_RMA | FI_ATOMIC))))
 		return proto->send_cntr;
 	return cq_flags & FI_READ ? proto->read_cntr : proto->write_cntr;
 }

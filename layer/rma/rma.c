@@ -170,6 +170,12 @@ ssize_t layer_rma_read(struct layer_proto *proto, const struct iovec *iov, size_
 	return 0;
 }
 
+/* Whether tx waits for a READ_RESP: a read, or an atomic's fetch or compare form. */
+static inline bool layer_rma_wants_data(const struct layer_tx *tx)
+{
+	return tx->hdr.op == LAYER_OP_READ_REQ || (tx->hdr.op == LAYER_OP_ATOMIC && tx->rma_iov_cnt);
+}
+
 /* The initiator read the target's segments: the target may let them go, the read is done. */
 static void layer_rma_read_pulled(struct layer_proto *proto, struct layer_rx *rx)
 {
@@ -191,7 +197,7 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 	struct layer_rx *rx;
 
 	tx = layer_tx_find(proto, conn, hdr->tag);
-	if (unlikely(!tx || tx->hdr.op != LAYER_OP_READ_REQ)) {
+	if (unlikely(!tx || !layer_rma_wants_data(tx))) {
 		layer_core_dropped(proto->core, buf, "an answer to no read");
 		return;
 	}
@@ -253,7 +259,7 @@ int layer_rma_place_read(struct layer_proto *proto, struct layer_buf *buf, struc
 	if (hdr->seg_cnt || (hdr->flags & LAYER_HDR_FAILED))
 		return -FI_EINVAL;
 	tx = layer_tx_find(proto, buf->ctx.chan->conn, hdr->tag);
-	if (!tx || tx->hdr.op != LAYER_OP_READ_REQ || hdr->size != tx->len ||
+	if (!tx || !layer_rma_wants_data(tx) || hdr->size != tx->len ||
 	    tx->rma_iov_cnt > *count)
 		return -FI_EINVAL;
 	memcpy(iov, tx->rma_iov, tx->rma_iov_cnt * sizeof(*iov));
