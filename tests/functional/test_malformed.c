@@ -384,6 +384,61 @@ int main(void)
 	CHECK(ret == -FI_EAGAIN, "unexpected completion after the good message (%zd)", ret);
 
 	/*
+	 * Atomics that make no operation: shorter than their description; an unknown form; an
+	 * operand shorter than the size says; segments that do not hold the operands. Each is
+	 * refused (an ACK with the error goes back), and a good message still arrives after them.
+	 */
+	{
+		struct layer_atomic_desc desc = { .key = 1, .kind = UTIL_ATOMIC_WRITE,
+						  .op = FI_SUM, .datatype = FI_UINT64 };
+		static struct layer_hdr answers[4];
+		int refusals = 0;
+
+		for (i = 0; i < 4; i++)
+			TRY(fi_recv(r.ep, &answers[i], sizeof(answers[i]), NULL, FI_ADDR_UNSPEC,
+				    NULL));
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_ATOMIC, .size = 8, .msg_id = 1 };
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 8);
+		desc.kind = 7;
+		memcpy(msg.seg, &desc, sizeof(desc));
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(desc) + 8);
+		desc.kind = UTIL_ATOMIC_WRITE;
+		memcpy(msg.seg, &desc, sizeof(desc));
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(desc) + 4);
+		msg.hdr.size = 12;
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + sizeof(desc) + 12);
+		msg.hdr.size = 8;
+		msg.hdr.seg_cnt = 1;
+		msg.seg[1] = (struct layer_rts_seg) { .addr = 0, .key = 1, .len = 16 };
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 2 * sizeof(msg.seg[0]));
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_EAGER, .size = 4 };
+		memcpy((char *) &msg + sizeof(msg.hdr), "ok2", 4);
+		TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 4);
+		for (i = 0, got = 0; i < 20000 && !got; i++) {
+			ret = fi_cq_read(l.cq, &comp, 1);
+			got = ret == 1 && comp.op_context == rbuf && !strcmp(rbuf, "ok2");
+			if (ret == -FI_EAVAIL)
+				fi_cq_readerr(l.cq, &(struct fi_cq_err_entry) { 0 }, 0);
+			if (!got)
+				usleep(100);
+		}
+		CHECK(got, "a good message after malformed atomics was not delivered");
+		for (i = 0; i < 20000 && refusals < 4; i++) {
+			fi_cq_read(r.cq, &rcomp, 1);
+			refusals = 0;
+			for (int k = 0; k < 4; k++)
+				refusals += answers[k].op == LAYER_OP_ACK && answers[k].msg_id == 1 &&
+					    (answers[k].flags & LAYER_HDR_FAILED);
+			usleep(100);
+		}
+		CHECK(refusals == 4, "%d of 4 malformed atomics answered with a refusal", refusals);
+	}
+	/*
 	 * A rendezvous request whose buffer cannot be read (a key the raw side never
 	 * registered): the receive posted above completes with an error. Over an RDM core,
 	 * where a failed read leaves the peer reachable, the sender is answered with an ACK
