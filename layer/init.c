@@ -20,6 +20,7 @@ struct layer_settings layer_settings = {
 	.unexp_max = 16 << 20,
 	.direct_recv = 1,
 	.direct_eager_size = 256 << 10,
+	.rma_eager_size = 4 << 20,
 	.mr_cache_size = 1024,
 };
 
@@ -66,6 +67,11 @@ static const struct layer_param {
 	  "With direct receive, the largest message payload (bytes, rounded down to KiB) "
 	  "this endpoint's peers send inline with its header; larger ones use rendezvous "
 	  "(default: 262144)" },
+	{ "rma_eager_size", &layer_settings.rma_eager_size, 1024, LAYER_EAGER_MAX,
+	  "With direct receive, the largest RMA write, or read answer, whose data travels with "
+	  "its header (bytes, rounded down to KiB), placed by the core straight into the target "
+	  "region or the read's buffers; larger ones are read with the core's RMA read "
+	  "(default: 4194304)" },
 	{ "mr_cache_size", &layer_settings.mr_cache_size, 0, 1 << 20,
 	  "Registrations of rendezvous send buffers kept for reuse once their sends are done, "
 	  "over cores whose registrations do not pin memory (tcp, net, sockets, shm, udp); a "

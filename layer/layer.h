@@ -66,6 +66,7 @@ struct layer_settings {
 			       * (proto/unexp.c) */
 	size_t direct_recv;   /* tcp core: let the core place payloads (core/core_msg.c); 0: off */
 	size_t direct_eager_size; /* with direct receive: the largest eager payload accepted */
+	size_t rma_eager_size; /* with direct receive: the largest RMA data with its header */
 	size_t mr_cache_size; /* rendezvous registrations kept for reuse (mr.c); 0: none */
 };
 extern struct layer_settings layer_settings;

@@ -108,6 +108,9 @@ int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 		core->buf_size = LAYER_HDR_SIZE + UTIL_MAX(layer_settings.eager_size,
 							   (size_t) LAYER_INJECT_SIZE);
 	core->direct_max = UTIL_MAX(layer_settings.direct_eager_size, core->buf_size);
+	core->rma_direct_max = domain->has_direct_recv ?
+			       UTIL_MAX(layer_settings.rma_eager_size, core->direct_max) :
+			       core->direct_max;
 
 	ret = layer_core_set_info(core, info);
 	if (ret)

@@ -111,6 +111,10 @@ struct layer_chan {
 					* peer's slot; MSG: 0 */
 	size_t tx_eager;               /* the largest eager payload the peer's buffers take,
 					* from its handshake; 0 until then */
+	size_t tx_rma_eager;           /* the largest RMA data (a write's, a read's answer)
+					* that travels with its header to the peer, which
+					* places it straight (direct receive): at least
+					* tx_eager */
 	uint8_t peer_addr[LAYER_ADDR_MAX]; /* the peer's address, normalised (MSG: listening) */
 };
 
@@ -206,6 +210,7 @@ struct layer_core {
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
 	size_t buf_size;               /* header + eager payload (direct receive: a record) */
 	size_t direct_max;             /* direct receive: the largest eager payload taken */
+	size_t rma_direct_max;         /* and the largest RMA data (WRITE, READ_RESP) */
 	uint64_t dropped_cnt;          /* messages dropped (malformed, unroutable, acks of
 					* nothing), by every layer */
 	uint64_t refused_cnt;          /* handshakes and messages refused for their key */

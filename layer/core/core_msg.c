@@ -155,6 +155,15 @@ static uint16_t layer_msg_rx_eager_kib(const struct layer_core *core)
 	return (uint16_t) UTIL_MIN(bytes >> 10, UINT16_MAX);
 }
 
+/* The largest RMA data this endpoint takes with its header: with direct receive it goes
+ * straight into place, so more than its buffers take. */
+static uint16_t layer_msg_rx_rma_kib(const struct layer_core *core)
+{
+	if (!core->domain->has_direct_recv)
+		return layer_msg_rx_eager_kib(core);
+	return (uint16_t) UTIL_MIN(core->rma_direct_max >> 10, UINT16_MAX);
+}
+
 /* What a peer's handshake says its buffers take, in bytes (capped at LAYER_EAGER_MAX). */
 static size_t layer_msg_peer_eager(uint16_t kib)
 {
@@ -415,6 +424,7 @@ static int layer_msg_connect(struct layer_core *core, const void *addr,
 		.addrlen = (uint8_t) core->addrlen,
 		.rx_eager_kib = layer_msg_rx_eager_kib(core),
 		.key_len = key->len,
+		.rx_rma_kib = layer_msg_rx_rma_kib(core),
 	};
 	struct layer_msg_chan *mchan;
 	int ret;
@@ -472,6 +482,7 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
 		.rx_eager_kib = layer_msg_rx_eager_kib(core),
+		.rx_rma_kib = layer_msg_rx_rma_kib(core),
 	};
 	struct fid_pep *pep = layer_msg_core_of(core)->pep;
 	struct layer_msg_chan *mchan;
@@ -490,6 +501,8 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 	}
 	memcpy(mchan->chan.peer_addr, hello->addr, core->addrlen);
 	mchan->chan.tx_eager = layer_msg_peer_eager(hello->rx_eager_kib);
+	mchan->chan.tx_rma_eager = UTIL_MAX(layer_msg_peer_eager(hello->rx_rma_kib),
+					    mchan->chan.tx_eager);
 	/* Checked once here: everything on the connection is attributed to this key. */
 	ret = core->up->accept(core->up_arg, &mchan->chan, &key);
 	if (ret) {
@@ -588,6 +601,7 @@ static void layer_msg_handle_connected(struct layer_core *core, struct layer_cha
 		return;
 	}
 	chan->tx_eager = layer_msg_peer_eager(accept.rx_eager_kib);
+	chan->tx_rma_eager = UTIL_MAX(layer_msg_peer_eager(accept.rx_rma_kib), chan->tx_eager);
 	core->up->connected(core->up_arg, chan);
 }
 

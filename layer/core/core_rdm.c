@@ -399,8 +399,10 @@ static int layer_rdm_connect(struct layer_core *core, const void *addr,
 		return -FI_ENOMEM;
 	util_dlist_insert_tail(&rchan->peer_link, &peer->out_chans);
 	*is_up = out->is_acked;
-	if (out->is_acked)
+	if (out->is_acked) {
 		rchan->chan.tx_eager = out->tx_eager;
+		rchan->chan.tx_rma_eager = out->tx_eager;
+	}
 	*chan = &rchan->chan;
 	return 0;
 }
@@ -627,6 +629,7 @@ static void layer_rdm_handle_answer(struct layer_rdm_core *rcore, struct layer_r
 			continue;
 		if (out->is_acked) {
 			rchan->chan.tx_eager = out->tx_eager;
+			rchan->chan.tx_rma_eager = out->tx_eager;
 			rcore->core.up->connected(rcore->core.up_arg, &rchan->chan);
 		} else {
 			layer_rdm_chan_fail(rcore, rchan, FI_EACCES);

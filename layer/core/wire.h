@@ -157,7 +157,9 @@ struct layer_hello {
 	uint16_t rx_eager_kib; /* the largest eager payload the requester's buffers take, KiB */
 	uint8_t addr[28];   /* the requester's listening address (normalised) */
 	uint8_t key_len;    /* the requester's authorization key: 0 (none) .. LAYER_AUTH_KEY_MAX */
-	uint8_t key_reserved[3];
+	uint8_t reserved;
+	uint16_t rx_rma_kib; /* the largest RMA data (a WRITE's, a READ_RESP's) the requester
+			      * takes with its header, KiB */
 	uint8_t key[LAYER_AUTH_KEY_MAX];
 };
 
@@ -169,6 +171,8 @@ struct layer_accept {
 	uint8_t version;    /* LAYER_PROTO_VERSION */
 	uint8_t reserved;
 	uint16_t rx_eager_kib; /* as in struct layer_hello */
+	uint16_t rx_rma_kib;   /* likewise */
+	uint16_t reserved2;
 };
 
 /* MSG core: carried by a refusal of a connection request (fi_reject), so the requester

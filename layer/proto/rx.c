@@ -537,7 +537,8 @@ int layer_rx_place(struct layer_proto *proto, struct layer_buf *buf, struct iove
 	}
 	if (left > core->buf_size - sizeof(*hdr)) {
 		/* A peer sends eager what this endpoint told it to at most (core_msg.c). */
-		if (unlikely(left > core->direct_max)) {
+		if (unlikely(left > (hdr->op == LAYER_OP_WRITE || hdr->op == LAYER_OP_READ_RESP ?
+				     core->rma_direct_max : core->direct_max))) {
 			LAYER_WARN_ONCE(FI_LOG_EP_DATA, "message of %zu bytes over the %zu "
 				"this endpoint takes: closing its connection\n", left,
 				core->direct_max);

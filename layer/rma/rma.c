@@ -87,7 +87,7 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 	if (unlikely(ret))
 		return ret;
 	len = tx->len;
-	if (len > conn->chan->tx_eager - sizeof(uint64_t)) {
+	if (len > conn->chan->tx_rma_eager - sizeof(uint64_t)) {
 		/* too large for the peer's buffers: the target reads it */
 		if (flags & FI_REMOTE_CQ_DATA) {
 			tx->hdr.flags |= LAYER_HDR_CQ_DATA;

@@ -221,7 +221,7 @@ static struct layer_tx *layer_rma_resp_zcopy(struct layer_proto *proto, struct l
 		return NULL;
 	tx->hdr.tag = hdr->msg_id;
 	tx->hdr.size = hdr->size;
-	if (hdr->size <= conn->chan->tx_eager) {
+	if (hdr->size <= conn->chan->tx_rma_eager) {
 		for (i = 0; i < cnt; i++)
 			tx->iov[i + 1] = iov[i];
 		tx->iov_cnt = cnt + 1;
@@ -257,7 +257,7 @@ static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 		return;
 	}
 	if (hdr->size <= LAYER_INJECT_SIZE ||
-	    (hdr->size <= conn->chan->tx_eager && cnt + 1 >= proto->core->iov_limit)) {
+	    (hdr->size <= conn->chan->tx_rma_eager && cnt + 1 >= proto->core->iov_limit)) {
 		/* small, or in more pieces than the core takes at once: copied */
 		tx = layer_rma_resp_new(proto, conn, hdr->msg_id, hdr->size, &data);
 		if (tx)

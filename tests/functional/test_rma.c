@@ -17,7 +17,9 @@
 
 #include "tests/functional/common.h"
 
-#define BIG (1u << 20)          /* above every eager size: read with the core's RMA */
+#define BIG (8u << 20)          /* above every eager size: read with the core's RMA */
+#define MID (1u << 20)          /* with direct receive, placed straight as it arrives
+				 * (FI_OFI_LAYER_RMA_EAGER_SIZE), above the eager size */
 #define REGION (2 * BIG)
 
 static struct fi_info *info;
@@ -220,6 +222,14 @@ static void check_refused(void)
 	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, BIG, NULL, x_to_y, BIG + 1, 1, x_buf)), 0,
 		     "a large write past the region's end is posted");
 	LT_CHECK_RET(wait_tx(x_buf), FI_EACCES, "and fails with FI_EACCES");
+	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, MID, NULL, x_to_y, REGION - MID + 1, 1,
+				       x_buf)), 0,
+		     "a write of 1 MiB past the region's end is posted");
+	LT_CHECK_RET(wait_tx(x_buf), FI_EACCES, "and fails with FI_EACCES");
+	LT_CHECK_RET(LT_RETRY(fi_read(x.ep, x_buf, MID, NULL, x_to_y, REGION - MID + 1, 1,
+				      x_buf)), 0,
+		     "a read of 1 MiB past the region's end is posted");
+	LT_CHECK_RET(wait_tx(x_buf), FI_EACCES, "and fails with FI_EACCES");
 	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, 8, NULL, x_to_y, 0, 2, x_buf)), 0,
 		     "a write to a read-only region is posted");
 	LT_CHECK_RET(wait_tx(x_buf), FI_EACCES, "and fails with FI_EACCES");
@@ -355,10 +365,12 @@ int main(int argc, char **argv)
 		check_write(200, 4000, "inline, offset");
 		check_write(4096, 123, "eager");
 		check_write(60000, 7, "eager, large");
+		check_write(MID, 3, "of 1 MiB");
 		check_write(BIG, 1, "by the core's RMA");
 		check_write(0, 0, "of nothing");
 		check_read(8, 0, "small");
 		check_read(4096, 99, "eager");
+		check_read(MID, 3, "of 1 MiB");
 		check_read(BIG, 5, "by the core's RMA");
 		LT_CHECK(fi_cntr_read(cntr_mr) >= 6, "the counter bound to the region counted "
 			 "its writes (%lu)", (unsigned long) fi_cntr_read(cntr_mr));
