@@ -164,10 +164,12 @@ static uint16_t layer_msg_rx_rma_kib(const struct layer_core *core)
 	return (uint16_t) UTIL_MIN(core->rma_direct_max >> 10, UINT16_MAX);
 }
 
-/* What a peer's handshake says its buffers take, in bytes (capped at LAYER_EAGER_MAX). */
+/* What a peer's handshake says its buffers take, in bytes (capped at LAYER_EAGER_MAX): at
+ * least the inject size, which every buffer holds (a handshake rounds below 1 KiB to 0). */
 static size_t layer_msg_peer_eager(uint16_t kib)
 {
-	return UTIL_MIN((size_t) kib << 10, (size_t) LAYER_EAGER_MAX);
+	return UTIL_MAX(UTIL_MIN((size_t) kib << 10, (size_t) LAYER_EAGER_MAX),
+			(size_t) LAYER_INJECT_SIZE);
 }
 
 /* Buffers a channel keeps posted: rx_buf_cnt, or a few while it carries control only. */

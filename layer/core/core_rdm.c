@@ -612,7 +612,9 @@ static void layer_rdm_handle_answer(struct layer_rdm_core *rcore, struct layer_r
 	out = &peer->out[hdr->msg_id];
 	if (hdr->op == LAYER_OP_HELLO_ACK) {
 		out->is_acked = true;
-		out->tx_eager = UTIL_MIN(hdr->data, (uint64_t) LAYER_EAGER_MAX);
+		/* at least the inject size, which every buffer holds */
+		out->tx_eager = UTIL_MAX(UTIL_MIN(hdr->data, (uint64_t) LAYER_EAGER_MAX),
+					 (uint64_t) LAYER_INJECT_SIZE);
 	} else {
 		/* reported by the sends' error completions */
 		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "peer refused this endpoint's "
