@@ -12,6 +12,8 @@
 /* The description travels where a rendezvous names its first segment (tx->segs[0]). */
 _Static_assert(sizeof(struct layer_atomic_desc) == sizeof(struct layer_rts_seg),
 	       "an atomic's description takes one segment's room");
+_Static_assert(sizeof(struct layer_atomic_desc) + 2 * LAYER_ATOMIC_ORDER_SIZE <= LAYER_INJECT_SIZE,
+	       "an atomic that keeps its order travels whole to every peer");
 
 int layer_atomic_valid(enum util_atomic_kind kind, enum fi_datatype datatype, enum fi_op op,
 		       size_t *count)
@@ -122,7 +124,8 @@ ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_
 		tx->hdr.data = req->data;
 	}
 	/* the fetch and compare forms' old values land where a read's data does (rma.c) */
-	memcpy(tx->rma_iov, req->result, req->result_cnt * sizeof(*req->result));
+	if (req->result_cnt)
+		memcpy(tx->rma_iov, req->result, req->result_cnt * sizeof(*req->result));
 	tx->rma_iov_cnt = req->result_cnt;
 	memcpy(tx->inline_data, &desc, sizeof(desc));
 	tx->iov[0].iov_base = &tx->hdr;
@@ -130,7 +133,8 @@ ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_
 	ret = layer_tx_want_ack(proto, tx);
 	if (unlikely(ret))
 		goto err;
-	if (sizeof(desc) + operand_len > conn->chan->tx_eager) {
+	/* at most the inject size, as every peer takes, always whole: in order (layer.h) */
+	if (sizeof(desc) + operand_len > UTIL_MAX(conn->chan->tx_eager, LAYER_INJECT_SIZE)) {
 		/* larger than the peer's buffers take: the target reads them */
 		ret = layer_atomic_rndv(proto, tx, req, operand_len);
 	} else if (sizeof(desc) + operand_len <= LAYER_INJECT_SIZE) {
