@@ -220,9 +220,9 @@ static bool layer_tx_hints_ok(const struct fi_tx_attr *tx)
 		return layer_hint_refused("a tx iov_limit above 4", tx->iov_limit);
 	if (tx->rma_iov_limit > 1)
 		return layer_hint_refused("an rma_iov_limit above 1", tx->rma_iov_limit);
-	if (tx->msg_order & ~FI_ORDER_SAS)
-		return layer_hint_refused("tx msg_order beyond FI_ORDER_SAS",
-					  tx->msg_order & ~FI_ORDER_SAS);
+	if (tx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER))
+		return layer_hint_refused("tx msg_order beyond FI_ORDER_SAS and atomics' order",
+					  tx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER));
 	if (tx->comp_order & ~FI_ORDER_NONE)
 		return layer_hint_refused("a tx comp_order", tx->comp_order);
 	if (tx->size > (1 << 20))
@@ -240,9 +240,9 @@ static bool layer_rx_hints_ok(const struct fi_rx_attr *rx)
 					  rx->op_flags & ~LAYER_RX_OP_FLAGS);
 	if (rx->iov_limit > LAYER_IOV_LIMIT)
 		return layer_hint_refused("an rx iov_limit above 4", rx->iov_limit);
-	if (rx->msg_order & ~FI_ORDER_SAS)
-		return layer_hint_refused("rx msg_order beyond FI_ORDER_SAS",
-					  rx->msg_order & ~FI_ORDER_SAS);
+	if (rx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER))
+		return layer_hint_refused("rx msg_order beyond FI_ORDER_SAS and atomics' order",
+					  rx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER));
 	if (rx->comp_order & ~FI_ORDER_NONE)
 		return layer_hint_refused("an rx comp_order", rx->comp_order);
 	if (rx->total_buffered_recv)
@@ -346,7 +346,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 				       LAYER_DOMAIN_CAPS);
 	info->tx_attr->mode = 0;
 	info->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
-	info->tx_attr->msg_order = FI_ORDER_SAS;
+	info->tx_attr->msg_order = FI_ORDER_SAS | (caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER : 0);
 	info->tx_attr->comp_order = FI_ORDER_NONE;
 	info->tx_attr->inject_size = LAYER_INJECT_SIZE;
 	info->tx_attr->size = hints && hints->tx_attr && hints->tx_attr->size ?
@@ -357,7 +357,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->rx_attr->caps = caps & ~(FI_SEND | FI_READ | FI_WRITE | LAYER_DOMAIN_CAPS);
 	info->rx_attr->mode = 0;
 	info->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
-	info->rx_attr->msg_order = FI_ORDER_SAS;
+	info->rx_attr->msg_order = FI_ORDER_SAS | (caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER : 0);
 	info->rx_attr->comp_order = FI_ORDER_NONE;
 	info->rx_attr->total_buffered_recv = 0;
 	info->rx_attr->size = hints && hints->rx_attr && hints->rx_attr->size ?
@@ -369,9 +369,9 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->ep_attr->protocol_version = 1;
 	info->ep_attr->max_msg_size = LAYER_MAX_MSG_SIZE;
 	info->ep_attr->msg_prefix_size = 0;
-	info->ep_attr->max_order_raw_size = 0;
-	info->ep_attr->max_order_war_size = 0;
-	info->ep_attr->max_order_waw_size = 0;
+	info->ep_attr->max_order_raw_size = caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER_SIZE : 0;
+	info->ep_attr->max_order_war_size = caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER_SIZE : 0;
+	info->ep_attr->max_order_waw_size = caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER_SIZE : 0;
 	info->ep_attr->mem_tag_format = !(caps & FI_TAGGED) ? 0 :
 		hints && hints->ep_attr && hints->ep_attr->mem_tag_format ?
 		hints->ep_attr->mem_tag_format : LAYER_MEM_TAG_FORMAT;

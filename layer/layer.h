@@ -93,6 +93,16 @@ extern struct layer_settings layer_settings;
 #define LAYER_INJECT_SIZE 256
 #define LAYER_MAX_MSG_SIZE (1ULL << 32)
 #define LAYER_IOV_LIMIT 4
+/*
+ * Atomics up to this many bytes of target memory are applied in the order they were issued
+ * to a target (FI_ORDER_ATOMIC_RAR, _RAW, _WAR, _WAW; max_order_*_size): they travel whole
+ * in one message (the compare form's operands and compare values with the description fit
+ * LAYER_INJECT_SIZE, which every peer takes), over a connection that keeps their order, and
+ * the target applies each as it arrives.
+ */
+#define LAYER_ATOMIC_ORDER (FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | \
+			    FI_ORDER_ATOMIC_WAW)
+#define LAYER_ATOMIC_ORDER_SIZE 112
 /* The most target memory one atomic operation touches (fi_atomicvalid's count times the
  * datatype's size): its operands, results and compare values are held whole at both ends. */
 #define LAYER_ATOMIC_MAX_SIZE (64ULL << 20)

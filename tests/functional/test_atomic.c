@@ -333,6 +333,56 @@ static void check_large(void)
 	LT_CHECK_RET(bad, 0, "swapped where it matched, the old values returned");
 }
 
+/* ---- order ---- */
+
+/*
+ * FI_ORDER_ATOMIC_*: what fi_getinfo says, and atomics of one initiator applied in the order
+ * issued: fetching additions posted without waiting see 0, 1, 2... in that order.
+ */
+static void check_order(void)
+{
+	const uint64_t order = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR |
+			       FI_ORDER_ATOMIC_WAW;
+	uint64_t *counter = (uint64_t *) (y_buf + 16384), *res = (uint64_t *) x_res, one = 1;
+	struct fi_info *hints, *got = NULL;
+	unsigned i, posted = 0, done = 0, wrong = 0;
+	struct lt_comp comp;
+
+	LT_CHECK((info->tx_attr->msg_order & order) == order &&
+		 (info->rx_attr->msg_order & order) == order,
+		 "fi_getinfo: FI_ORDER_ATOMIC_RAR, _RAW, _WAR and _WAW");
+	LT_CHECK(info->ep_attr->max_order_raw_size >= 64 &&
+		 info->ep_attr->max_order_war_size >= 64 &&
+		 info->ep_attr->max_order_waw_size >= 64,
+		 "for atomics of at least 64 bytes (max_order_raw_size %zu)",
+		 info->ep_attr->max_order_raw_size);
+	hints = lt_hints(FI_ATOMIC);
+	hints->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_ATOMIC_RAW;
+	LT_CHECK_RET(lt_getinfo(hints, &got), 0, "hints asking for FI_ORDER_ATOMIC_RAW");
+	fi_freeinfo(got);
+	got = NULL;
+	hints->tx_attr->msg_order = FI_ORDER_RMA_RAW;
+	LT_CHECK_RET(lt_getinfo(hints, &got), -FI_ENODATA,
+		     "hints asking for FI_ORDER_RMA_RAW (not kept)");
+	fi_freeinfo(got);
+	fi_freeinfo(hints);
+
+	*counter = 0;
+	for (i = 0; i < 200; i++) {
+		if (LT_RETRY(fi_fetch_atomic(x.ep, &one, 1, NULL, &res[i], NULL, x_to_y, 16384, 1,
+					     FI_UINT64, FI_SUM, &res[i])))
+			break;
+		posted++;
+	}
+	while (done < posted && lt_cq_next(&x.tx, &comp, LT_TIMEOUT_MS))
+		done += !comp.err;
+	for (i = 0; i < posted; i++)
+		wrong += res[i] != i;
+	LT_CHECK(posted == 200 && done == 200 && !wrong && *counter == 200,
+		 "200 fetching additions posted at once applied in order (%u posted, %u done, "
+		 "%u out of order)", posted, done, wrong);
+}
+
 /* ---- refusals and bad arguments ---- */
 
 static void check_refused(void)
@@ -344,7 +394,7 @@ static void check_refused(void)
 	LT_CHECK_RET(LT_RETRY(fi_atomic(x.ep, &one, 1, NULL, x_to_y, 0, 99, FI_UINT64, FI_SUM,
 					x_buf)), 0, "an atomic on an unknown key is posted");
 	LT_CHECK_RET(wait_tx(x_buf), FI_ENOKEY, "and fails with FI_ENOKEY");
-	LT_CHECK_RET(LT_RETRY(fi_fetch_atomic(x.ep, &one, 2, NULL, x_res, NULL, x_to_y,
+	LT_CHECK_RET(LT_RETRY(fi_fetch_atomic(x.ep, x_buf, 2, NULL, x_res, NULL, x_to_y,
 					      REGION - 8, 1, FI_UINT64, FI_SUM, x_buf)), 0,
 		     "a fetching atomic past the region's end is posted");
 	LT_CHECK_RET(wait_tx(x_buf), FI_EACCES, "and fails with FI_EACCES");
@@ -595,6 +645,7 @@ int main(int argc, char **argv)
 		check_all_ops();
 		check_forms();
 		check_large();
+		check_order();
 		check_refused();
 		check_bad_arguments();
 		check_race();
