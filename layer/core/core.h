@@ -76,6 +76,8 @@ struct layer_buf {
 	struct layer_rx *rx;           /* direct receive: the receive it matched while arriving */
 	void *rma_entry;               /* direct receive: the registration an RMA write's data
 					* went straight into, held (rma/) */
+	bool is_answered;              /* direct receive: that write's ACK went as soon as its
+					* header was checked (rma/) */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
 	/* header, then payload */
 	uint8_t data[] __attribute__((aligned(16)));
@@ -303,6 +305,7 @@ static inline void layer_core_buf_reset(struct layer_buf *buf, struct layer_chan
 	buf->ext_len = 0;
 	buf->is_placed = false;
 	buf->is_unmatched = false;
+	buf->is_answered = false;
 }
 
 #endif /* LAYER_CORE_CORE_H */

@@ -13,8 +13,9 @@
  * in; its remote CQ data, if any, follows the data. The other requests' first segment after
  * the header names the target range (address, key, length): WRITE_RTS then names the
  * initiator's registered segments, which the target reads with the core's RMA read. Writes
- * are answered by an ACK. READ_REQ asks for the range; READ_RESP (its tag: the request's msg_id) answers
- * with the data, or names the target's registered segments for the initiator to read, then
+ * are answered by an ACK once their data is in place; a WRITE without DELIVERY whose data the
+ * core reads straight into the region, as soon as that is set up. READ_REQ asks for the
+ * range; READ_RESP (its tag: the request's msg_id) answers with the data, or names the target's registered segments for the initiator to read, then
  * answered by an ACK of the READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED
  * and the error in data.
  *
@@ -81,8 +82,10 @@ const char *layer_op_str(unsigned op);
 #define LAYER_HDR_FAILED  (1u << 3) /* ACK, READ_RESP: the target could not do it; the
 				     * request fails with the errno in data (FI_EIO when
 				     * 0) instead of waiting for ever */
+#define LAYER_HDR_DELIVERY (1u << 4) /* WRITE: answer once the data is in place
+				      * (FI_DELIVERY_COMPLETE), not once it is taken */
 #define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
-			 LAYER_HDR_FAILED)
+			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */

@@ -12,6 +12,7 @@
 
 #include "layer/ep/ep.h"
 #include "layer/nosys.h"
+#include "layer/rma/rma.h"
 #include "rdma/fi_ext_layer.h"
 
 /* ---- progress ---- */
@@ -23,12 +24,17 @@ static void layer_ep_run_progress(struct layer_ep *ep)
 	if (unlikely(!ep->is_enabled))
 		return;
 	core->ops->progress(core);
+	if (ep->proto.taken_cnt)
+		layer_rma_answer_taken(&ep->proto);
 	if (unlikely(ep->proto.has_pending))
 		layer_proto_progress(&ep->proto);
 	if (unlikely(layer_conns_has_closed(&ep->conns))) {
 		/* the completions the core flushed for failed connections first */
-		if (!util_dlist_empty(&ep->conns.closed))
+		if (!util_dlist_empty(&ep->conns.closed)) {
 			core->ops->progress(core);
+			if (ep->proto.taken_cnt)
+				layer_rma_answer_taken(&ep->proto);
+		}
 		layer_conns_reap(&ep->conns);
 	}
 	layer_unexp_check(&ep->proto);

@@ -27,6 +27,10 @@
 
 struct layer_tx;
 
+/* RMA writes taken during one progress call whose ACKs wait for its end; more are answered
+ * when their data is in. */
+#define LAYER_TAKEN_MAX 64
+
 /* Sends waiting for their ACK, by the index in the low half of the ACK's msg_id. */
 struct layer_tx_acks {
 	struct layer_tx **slots;       /* NULL: free */
@@ -68,6 +72,13 @@ struct layer_proto {
 	struct layer_unexp unexp;      /* what unexpected messages hold (unexp.h) */
 	size_t unmatched_cnt;          /* direct receive: messages arriving that matched no
 					* receive; until they complete, none matches early */
+	/* direct receive: the ACKs of RMA writes taken while their data arrives, sent once the
+	 * core's progress returns (rma/rma_target.c) */
+	struct layer_taken_write {
+		struct layer_conn *conn;
+		uint64_t msg_id;
+	} taken[LAYER_TAKEN_MAX];
+	size_t taken_cnt;
 };
 
 /* The upcalls the connection layer is given (arg: the struct layer_proto). */

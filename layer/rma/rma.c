@@ -96,8 +96,11 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 		ret = layer_rma_write_rts(proto, tx, iov, iov_cnt);
 		goto post;
 	}
-	/* the target range in the header, the data after it, then any remote CQ data */
+	/* the target range in the header, the data after it, then any remote CQ data; the
+	 * target answers once it has taken it, or once it is in place if asked */
 	tx->hdr.seg_cnt = 0;
+	if (flags & FI_DELIVERY_COMPLETE)
+		tx->hdr.flags |= LAYER_HDR_DELIVERY;
 	tx->hdr.tag = rma->addr;
 	tx->hdr.data = rma->key;
 	if (flags & FI_REMOTE_CQ_DATA) {

@@ -9,7 +9,9 @@
  *   (WRITE), a larger one names its registered buffers (WRITE_RTS) for the target to read
  *   with the core's RMA read; a read asks (READ_REQ) and gets the data in the answer
  *   (READ_RESP), or the target's registered segments to read. Every request completes on the
- *   target's answer, so a completion means the data is in place (FI_DELIVERY_COMPLETE).
+ *   target's answer, so a refusal fails it: a read's once the data is here; a write's once
+ *   its data is in place, or (WRITE over direct receive, without FI_DELIVERY_COMPLETE) once
+ *   the target has checked it and placed its data to arrive straight into the region.
  * - rma_target.c, the target: the checks, the copies and reads, remote CQ data and the
  *   FI_REMOTE_READ / FI_REMOTE_WRITE counters (FI_RMA_EVENT), the answers.
  *
@@ -75,6 +77,12 @@ void layer_rma_resp_failed(struct layer_proto *proto, struct layer_conn *conn, u
 /* A request the target refuses: said once at warning level, the rest at info. */
 void layer_rma_refused(const struct layer_hdr *hdr, const struct layer_rts_seg *target,
 		       int err);
+/*
+ * Direct receive: the ACKs of the writes placed during the core's progress, which take them
+ * (checked, their data arriving straight into the region) unless the initiator asked for
+ * delivery complete. Called once the core's progress returns, before connections are freed.
+ */
+void layer_rma_answer_taken(struct layer_proto *proto);
 /* A placed buffer lost before it arrived: the registration it held goes back. */
 void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf);
 

@@ -59,7 +59,30 @@ int layer_rma_place(struct layer_proto *proto, struct layer_buf *buf, struct iov
 	*count = cnt;
 	buf->rma_entry = entry;
 	buf->is_placed = true;
+	/* checked, and its data on its way into place through a reliable core: unless the
+	 * initiator waits for delivery, it hears so now (once the core's progress returns) */
+	if (!(hdr->flags & LAYER_HDR_DELIVERY) && buf->ctx.chan->conn &&
+	    proto->taken_cnt < LAYER_TAKEN_MAX) {
+		proto->taken[proto->taken_cnt++] = (struct layer_taken_write) {
+			.conn = buf->ctx.chan->conn,
+			.msg_id = hdr->msg_id,
+		};
+		buf->is_answered = true;
+	}
 	return 0;
+}
+
+void layer_rma_answer_taken(struct layer_proto *proto)
+{
+	struct layer_taken_write *w;
+	size_t i;
+
+	for (i = 0; i < proto->taken_cnt; i++) {
+		w = &proto->taken[i];
+		if (w->conn->state != LAYER_CONN_CLOSED)
+			layer_tx_ack_send(proto, w->conn, w->msg_id, 0);
+	}
+	proto->taken_cnt = 0;
 }
 
 void layer_rma_unplace(struct layer_proto *proto, struct layer_buf *buf)
@@ -103,7 +126,8 @@ static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf)
 	} else {
 		layer_rma_refused(hdr, &target, -ret);
 	}
-	layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
+	if (!buf->is_answered)
+		layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
 }
 
 /* A WRITE_RTS's data is read: the registration goes back, the initiator hears. */

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -117,22 +118,48 @@ static bool setup(void)
 			    "fi_mr_bind a counter to y's region");
 }
 
-/* One write of len bytes to offset off of y's region, checked there. */
-static void check_write(size_t len, size_t off, const char *what)
+/*
+ * One write of len bytes to offset off of y's region, checked there. Without delivery
+ * complete it may complete once the target has taken it (its data still arriving): the data
+ * is then awaited. With FI_DELIVERY_COMPLETE it is there when the write completes.
+ */
+static void check_write_flags(size_t len, size_t off, uint64_t flags, const char *what)
 {
 	uint64_t before = fi_cntr_read(cntr_w), rbefore = fi_cntr_read(cntr_rw);
+	struct iovec iov = { x_buf, len };
+	struct fi_rma_iov rma = { .addr = off, .len = len, .key = 1 };
+	struct fi_msg_rma msg = { .msg_iov = &iov, .iov_count = 1, .addr = x_to_y,
+				  .rma_iov = &rma, .rma_iov_count = 1, .context = x_buf };
+	size_t got;
 	ssize_t ret;
 
 	lt_fill(x_buf, len, len + off);
 	memset(y_buf + off, 0, len);
-	ret = LT_RETRY(fi_write(x.ep, x_buf, len, NULL, x_to_y, off, 1, x_buf));
+	ret = LT_RETRY(fi_writemsg(x.ep, &msg, FI_COMPLETION | flags));
 	if (!LT_CHECK_RET(ret, 0, "fi_write %s (%zu bytes)", what, len))
 		return;
 	LT_CHECK_RET(wait_tx(x_buf), 0, "fi_write %s completes", what);
-	LT_CHECK_RET(lt_verify(y_buf + off, len, len + off), len, "fi_write %s: the data is there",
-		     what);
+	got = lt_verify(y_buf + off, len, len + off);
+	if (flags & FI_DELIVERY_COMPLETE) {
+		LT_CHECK_RET(got, len, "fi_write %s: the data is there at its completion", what);
+	} else {
+		for (uint64_t end = lt_now_ms() + LT_TIMEOUT_MS;
+		     (got != len || fi_cntr_read(cntr_rw) == rbefore) && lt_now_ms() < end;
+		     got = lt_verify(y_buf + off, len, len + off))
+			lt_progress();
+		LT_CHECK_RET(got, len, "fi_write %s: the data arrives", what);
+	}
 	LT_CHECK(fi_cntr_read(cntr_w) == before + 1 && fi_cntr_read(cntr_rw) == rbefore + 1,
 		 "fi_write %s: FI_WRITE and FI_REMOTE_WRITE counted", what);
+}
+
+static void check_write(size_t len, size_t off, const char *what)
+{
+	char dc[64];
+
+	check_write_flags(len, off, 0, what);
+	snprintf(dc, sizeof(dc), "%s, delivery complete", what);
+	check_write_flags(len, off, FI_DELIVERY_COMPLETE, dc);
 }
 
 static void check_read(size_t len, size_t off, const char *what)
@@ -164,8 +191,9 @@ static void check_iov_forms(void)
 
 	lt_fill(x_buf, REGION / 2, 77);
 	memset(y_buf, 0, 8192);
-	LT_CHECK_RET(LT_RETRY(fi_writemsg(x.ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION)), 0,
-		     "fi_writemsg of three iovs with remote CQ data");
+	LT_CHECK_RET(LT_RETRY(fi_writemsg(x.ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION |
+					  FI_DELIVERY_COMPLETE)), 0,
+		     "fi_writemsg of three iovs with remote CQ data, delivery complete");
 	LT_CHECK_RET(wait_tx(x_buf), 0, "fi_writemsg completes");
 	for (i = 0; i < 3; i++) {
 		LT_CHECK(!memcmp(y_buf + 64 + off, iov[i].iov_base, iov[i].iov_len),
@@ -200,9 +228,10 @@ static void check_iov_forms(void)
 			     0, "fi_inject_write");
 		memset(small, 'z', sizeof(small));
 		for (uint64_t end = lt_now_ms() + LT_TIMEOUT_MS;
-		     fi_cntr_read(cntr_w) == before && lt_now_ms() < end;)
+		     (fi_cntr_read(cntr_w) == before || strcmp(y_buf + 9000, "injected")) &&
+		     lt_now_ms() < end;)
 			lt_progress();
-		LT_CHECK(!strcmp(y_buf + 9000, "injected"), "fi_inject_write: the data is there");
+		LT_CHECK(!strcmp(y_buf + 9000, "injected"), "fi_inject_write: the data arrives");
 		LT_CHECK_RET(lt_cq_quiet(&x.tx, 20), 0, "fi_inject_write: no completion");
 	}
 }
@@ -292,7 +321,7 @@ static int target_main(int rfd, int wfd)
 		}
 		if (lt_pipe_recv(rfd, &cmd, 1, LT_TIMEOUT_MS) != 1 || cmd == 'q')
 			break;
-		bad = lt_verify(region, BIG, 9);
+		bad = lt_verify(region, MID, 9);
 		lt_pipe_send(wfd, &bad, sizeof(bad));
 	}
 	fi_close(&mr->fid);
@@ -321,14 +350,22 @@ static void check_two_processes(void)
 		     "read 1 MiB of the other process's region");
 	LT_CHECK_RET(wait_tx(x_buf), 0, "the read completes");
 	LT_CHECK_RET(lt_verify(x_buf, BIG, 5), BIG, "with the other process's data");
-	lt_fill(x_buf, BIG, 9);
-	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, BIG, NULL, peer, 0, 7, x_buf)), 0,
-		     "write 1 MiB into it");
+	lt_fill(x_buf, MID, 9);
+	{
+		struct iovec iov = { x_buf, MID };
+		struct fi_rma_iov rma = { .addr = 0, .len = MID, .key = 7 };
+		struct fi_msg_rma msg = { .msg_iov = &iov, .iov_count = 1, .addr = peer,
+					  .rma_iov = &rma, .rma_iov_count = 1, .context = x_buf };
+
+		LT_CHECK_RET(LT_RETRY(fi_writemsg(x.ep, &msg, FI_COMPLETION |
+						  FI_DELIVERY_COMPLETE)), 0,
+			     "write 1 MiB into it, delivery complete");
+	}
 	LT_CHECK_RET(wait_tx(x_buf), 0, "the write completes");
 	cmd = 'v';
 	if (!lt_pipe_send(child.to_child, &cmd, 1) &&
 	    lt_pipe_recv(child.from_child, &bad, sizeof(bad), LT_TIMEOUT_MS) == sizeof(bad))
-		LT_CHECK_RET(bad, BIG, "the other process finds the data in its region");
+		LT_CHECK_RET(bad, MID, "the other process finds the data in its region");
 	LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, 8, NULL, peer, 0, 8, x_buf)), 0,
 		     "a write to a key the other process never registered");
 	LT_CHECK_RET(wait_tx(x_buf), FI_ENOKEY, "fails with FI_ENOKEY");
