@@ -15,9 +15,9 @@
  * initiator's registered segments, which the target reads with the core's RMA read. Writes
  * are answered by an ACK once their data is in place; a WRITE without DELIVERY whose data the
  * core reads straight into the region, as soon as that is set up. READ_REQ asks for the
- * range; READ_RESP (its tag: the request's msg_id) answers with the data, or names the target's registered segments for the initiator to read, then
- * answered by an ACK of the READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED
- * and the error in data.
+ * range; READ_RESP (its tag: the request's msg_id) answers with the data, or names the
+ * target's registered segments for the initiator to read, then answered by an ACK of the
+ * READ_RESP's msg_id. A failed request's ACK or READ_RESP has FAILED and the error in data.
  *
  * ATOMIC (atomic/atomic.h) carries struct layer_atomic_desc after the header (the target
  * range, the operation, the datatype, which of the three forms), then its operands and, for
@@ -96,9 +96,9 @@ struct layer_hdr {
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size; HELLO: address and key */
 	uint64_t tag;       /* tagged messages: the tag; WRITE: the target address;
 			     * READ_RESP: the request's msg_id */
-	uint64_t data;      /* remote CQ data (ATOMIC too); WRITE: the target key; HELLO_ACK: the largest
-			     * eager payload the answering endpoint's buffers take; FAILED: the
-			     * errno */
+	uint64_t data;      /* remote CQ data (ATOMIC's too); WRITE: the target key; HELLO_ACK:
+			     * the largest eager payload the answering endpoint's buffers take;
+			     * FAILED: the errno */
 	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of the send;
 			     * RMA requests: the initiator's id of the request; READ_RESP
 			     * with segments: the target's id, for the ACK releasing them;

@@ -17,24 +17,26 @@
 
 /* ---- progress ---- */
 
-static void layer_ep_run_progress(struct layer_ep *ep)
+/* The core's progress, then the answers to the writes it placed meanwhile (no core call may
+ * be made from within it). */
+static void layer_ep_core_progress(struct layer_ep *ep)
 {
-	struct layer_core *core = ep->core;
-
-	if (unlikely(!ep->is_enabled))
-		return;
-	core->ops->progress(core);
+	ep->core->ops->progress(ep->core);
 	if (ep->proto.taken_cnt)
 		layer_rma_answer_taken(&ep->proto);
+}
+
+static void layer_ep_run_progress(struct layer_ep *ep)
+{
+	if (unlikely(!ep->is_enabled))
+		return;
+	layer_ep_core_progress(ep);
 	if (unlikely(ep->proto.has_pending))
 		layer_proto_progress(&ep->proto);
 	if (unlikely(layer_conns_has_closed(&ep->conns))) {
 		/* the completions the core flushed for failed connections first */
-		if (!util_dlist_empty(&ep->conns.closed)) {
-			core->ops->progress(core);
-			if (ep->proto.taken_cnt)
-				layer_rma_answer_taken(&ep->proto);
-		}
+		if (!util_dlist_empty(&ep->conns.closed))
+			layer_ep_core_progress(ep);
 		layer_conns_reap(&ep->conns);
 	}
 	layer_unexp_check(&ep->proto);

@@ -536,12 +536,14 @@ int layer_rx_place(struct layer_proto *proto, struct layer_buf *buf, struct iove
 		proto->unmatched_cnt++;
 	}
 	if (left > core->buf_size - sizeof(*hdr)) {
-		/* A peer sends eager what this endpoint told it to at most (core_msg.c). */
-		if (unlikely(left > (hdr->op == LAYER_OP_WRITE || hdr->op == LAYER_OP_READ_RESP ?
-				     core->rma_direct_max : core->direct_max))) {
+		/* A peer sends eager what this endpoint told it to at most (core_msg.c): RMA
+		 * data more, as it goes straight into place (refused, into an allocation). */
+		size_t max = hdr->op == LAYER_OP_WRITE || hdr->op == LAYER_OP_READ_RESP ?
+			     core->rma_direct_max : core->direct_max;
+
+		if (unlikely(left > max)) {
 			LAYER_WARN_ONCE(FI_LOG_EP_DATA, "message of %zu bytes over the %zu "
-				"this endpoint takes: closing its connection\n", left,
-				core->direct_max);
+				"this endpoint takes: closing its connection\n", left, max);
 			return -FI_EMSGSIZE;
 		}
 		buf->ext = malloc(left);

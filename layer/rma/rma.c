@@ -176,7 +176,8 @@ ssize_t layer_rma_read(struct layer_proto *proto, const struct iovec *iov, size_
 /* Whether tx waits for a READ_RESP: a read, or an atomic's fetch or compare form. */
 static inline bool layer_rma_wants_data(const struct layer_tx *tx)
 {
-	return tx->hdr.op == LAYER_OP_READ_REQ || (tx->hdr.op == LAYER_OP_ATOMIC && tx->rma_iov_cnt);
+	return tx->hdr.op == LAYER_OP_READ_REQ ||
+	       (tx->hdr.op == LAYER_OP_ATOMIC && tx->rma_iov_cnt);
 }
 
 /* The initiator read the target's segments: the target may let them go, the read is done. */

@@ -66,8 +66,8 @@ void layer_rma_pull(struct layer_proto *proto, struct layer_rx *rx, struct layer
 /*
  * The target's answers (rma_target.c, and atomics'): a READ_RESP of msg_id on conn with size
  * bytes that the caller writes at *data before sending it (layer_tx_ctrl_send): in the entry,
- * after the header in a copy, or (larger than the initiator's buffers take) in a copy
- * registered for the initiator to read. NULL without memory.
+ * after the header in a copy, or (larger than the initiator takes with a header:
+ * chan->tx_rma_eager) in a copy registered for the initiator to read. NULL without memory.
  */
 struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn *conn,
 				    uint64_t msg_id, uint64_t size, void **data);

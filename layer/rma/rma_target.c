@@ -190,7 +190,7 @@ struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn
 		tx->iov[0].iov_len = sizeof(tx->hdr) + size;
 		return tx;
 	}
-	if (size <= conn->chan->tx_eager) {
+	if (size <= conn->chan->tx_rma_eager) {
 		tx->bounce = malloc(sizeof(tx->hdr) + size);
 		if (!tx->bounce)
 			goto err;
