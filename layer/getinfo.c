@@ -223,7 +223,7 @@ static bool layer_tx_hints_ok(const struct fi_tx_attr *tx)
 	if (tx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER))
 		return layer_hint_refused("tx msg_order beyond FI_ORDER_SAS and atomics' order",
 					  tx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER));
-	if (tx->comp_order & ~FI_ORDER_NONE)
+	if (tx->comp_order)
 		return layer_hint_refused("a tx comp_order", tx->comp_order);
 	if (tx->size > (1 << 20))
 		return layer_hint_refused("a tx_attr->size above 2^20", tx->size);
@@ -243,7 +243,7 @@ static bool layer_rx_hints_ok(const struct fi_rx_attr *rx)
 	if (rx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER))
 		return layer_hint_refused("rx msg_order beyond FI_ORDER_SAS and atomics' order",
 					  rx->msg_order & ~(FI_ORDER_SAS | LAYER_ATOMIC_ORDER));
-	if (rx->comp_order & ~FI_ORDER_NONE)
+	if (rx->comp_order)
 		return layer_hint_refused("an rx comp_order", rx->comp_order);
 	if (rx->total_buffered_recv)
 		return layer_hint_refused("total_buffered_recv", rx->total_buffered_recv);
@@ -271,7 +271,8 @@ static bool layer_domain_hints_ok(const struct fi_domain_attr *da, bool has_keys
 		return layer_hint_refused("shared contexts",
 					  UTIL_MAX(da->max_ep_stx_ctx, da->max_ep_srx_ctx));
 	/* The two legacy modes exclude each other. */
-	if ((da->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE)) == (FI_MR_BASIC | FI_MR_SCALABLE))
+	if ((da->mr_mode & (LAYER_MR_BASIC | LAYER_MR_SCALABLE)) ==
+	    (LAYER_MR_BASIC | LAYER_MR_SCALABLE))
 		return layer_hint_refused("both FI_MR_BASIC and FI_MR_SCALABLE", da->mr_mode);
 	if (da->resource_mgmt == FI_RM_DISABLED)
 		return layer_hint_refused("FI_RM_DISABLED", da->resource_mgmt);
@@ -314,10 +315,10 @@ static int layer_mr_mode(uint32_t version, const struct fi_info *hints)
 	int mode = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
 
 	/* Legacy modes are answered in kind; the core's registrations honour either. */
-	if (mode == FI_MR_BASIC || mode == FI_MR_SCALABLE)
+	if (mode == LAYER_MR_BASIC || mode == LAYER_MR_SCALABLE)
 		return mode;
 	if (FI_VERSION_LT(version, FI_VERSION(1, 5)))
-		return FI_MR_SCALABLE;
+		return LAYER_MR_SCALABLE;
 	/* FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT... are never required. */
 	return 0;
 }
@@ -347,7 +348,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->tx_attr->mode = 0;
 	info->tx_attr->op_flags = hints && hints->tx_attr ? hints->tx_attr->op_flags : 0;
 	info->tx_attr->msg_order = FI_ORDER_SAS | (caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER : 0);
-	info->tx_attr->comp_order = FI_ORDER_NONE;
+	info->tx_attr->comp_order = 0; /* none (FI_ORDER_NONE) */
 	info->tx_attr->inject_size = LAYER_INJECT_SIZE;
 	info->tx_attr->size = hints && hints->tx_attr && hints->tx_attr->size ?
 			      hints->tx_attr->size : layer_settings.tx_size;
@@ -358,7 +359,7 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->rx_attr->mode = 0;
 	info->rx_attr->op_flags = hints && hints->rx_attr ? hints->rx_attr->op_flags : 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS | (caps & FI_ATOMIC ? LAYER_ATOMIC_ORDER : 0);
-	info->rx_attr->comp_order = FI_ORDER_NONE;
+	info->rx_attr->comp_order = 0; /* none (FI_ORDER_NONE) */
 	info->rx_attr->total_buffered_recv = 0;
 	info->rx_attr->size = hints && hints->rx_attr && hints->rx_attr->size ?
 			      hints->rx_attr->size : layer_settings.rx_size;

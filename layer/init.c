@@ -121,7 +121,19 @@ static void layer_read_core_choice(void)
 
 FI_EXT_INI
 {
+	uint32_t loaded = fi_version();
+
 	util_prov = &layer_prov;
+	/* Structures grow at their ends from release to release: an older library's are too
+	 * short for a provider built against newer headers. */
+	if (FI_VERSION_LT(loaded, LAYER_FI_VERSION)) {
+		FI_WARN(&layer_prov, FI_LOG_CORE,
+			"built against libfabric %u.%u, loaded by the older %u.%u: not loaded "
+			"(rebuild ofi_layer against this libfabric)\n",
+			FI_MAJOR(LAYER_FI_VERSION), FI_MINOR(LAYER_FI_VERSION), FI_MAJOR(loaded),
+			FI_MINOR(loaded));
+		return NULL;
+	}
 	layer_read_params();
 	layer_read_core_choice();
 	return &layer_prov;

@@ -24,7 +24,21 @@
 
 #define LAYER_PROV_NAME "ofi_layer"
 #define LAYER_PROV_VERSION FI_VERSION(0, 1)
-#define LAYER_FI_VERSION FI_VERSION(1, 17)
+/*
+ * The API the provider serves: that of the headers it is built against. libfabric skips a
+ * provider whose fi_version is below the version an application asks for, and a provider
+ * built against newer headers than the library that loads it would read past the end of
+ * that library's structures, so init refuses to load into an older library (init.c).
+ */
+#define LAYER_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+
+/*
+ * The legacy mr_mode values of fi_mr(3) (FI_MR_BASIC, FI_MR_SCALABLE): applications of the
+ * 1.x API still pass them, but libfabric 2.x headers deprecate the macros with a compiler
+ * warning, so the provider names them itself.
+ */
+#define LAYER_MR_BASIC (1 << 0)
+#define LAYER_MR_SCALABLE (1 << 1)
 
 /*
  * libfabric core's OFI_CORE_PROV_ONLY getinfo flag (1ULL << 59, unchanged from 1.11 to 2.x):
