@@ -110,16 +110,37 @@ static struct fi_ops layer_mr_fi_ops = {
 #define LAYER_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | \
 			 FI_REMOTE_WRITE)
 
-static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
-			    struct fid_mr **mr_fid)
+/*
+ * The application's struct fi_mr_attr as the core is told of it. The struct grows at its end
+ * from release to release (device memory 1.11, hmem_data 1.19, page_size 1.22...) and the
+ * core, opened with the API of this provider's headers, would read those fields past the end
+ * of an older application's struct: only the fields every version has are passed on (the
+ * provider offers no FI_HMEM, and the domain's auth key covers the application's).
+ */
+static struct fi_mr_attr layer_mr_core_attr(const struct fi_mr_attr *attr)
+{
+	return (struct fi_mr_attr) {
+		.mr_iov = attr->mr_iov,
+		.iov_count = attr->iov_count,
+		.access = attr->access,
+		.offset = attr->offset,
+		.requested_key = attr->requested_key,
+		.context = attr->context,
+	};
+}
+
+static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *app_attr,
+			    uint64_t flags, struct fid_mr **mr_fid)
 {
 	struct layer_domain *domain = container_of(fid, struct layer_domain, domain_fid.fid);
+	struct fi_mr_attr core_attr, *attr = &core_attr;
 	struct layer_mr *mr;
 	size_t i;
 	int ret;
 
-	if (!attr || !mr_fid || flags || (attr->access & ~LAYER_MR_ACCESS))
+	if (!app_attr || !mr_fid || flags || (app_attr->access & ~LAYER_MR_ACCESS))
 		return -FI_EINVAL;
+	core_attr = layer_mr_core_attr(app_attr);
 	if (attr->iov_count && !attr->mr_iov)
 		return -FI_EINVAL;
 	for (i = 0; i < attr->iov_count; i++) {
@@ -297,7 +318,7 @@ void layer_mr_domain_init(struct layer_domain *domain)
 	atomic_init(&mr->next_key, 0);
 	util_mr_cache_init(&mr->cache, capacity, layer_mr_rndv_reg, layer_mr_rndv_dereg, domain);
 	/* addresses and keys as the application's mr_mode says (FI_MR_BASIC: both bits) */
-	util_mr_map_init(&mr->map, domain->mr_mode == FI_MR_BASIC ?
+	util_mr_map_init(&mr->map, domain->mr_mode == LAYER_MR_BASIC ?
 				   FI_MR_VIRT_ADDR | FI_MR_PROV_KEY : domain->mr_mode);
 }
 
