@@ -52,8 +52,21 @@ UTIL_CQ_SAME_FIELD(struct fi_cq_data_entry, len);
 UTIL_CQ_SAME_FIELD(struct fi_cq_data_entry, buf);
 UTIL_CQ_SAME_FIELD(struct fi_cq_data_entry, data);
 
-/* fi_cq_err_entry before 1.5 ended after err_data: no err_data_size. */
-#define UTIL_CQ_ERR_ENTRY_1_0_SIZE offsetof(struct fi_cq_err_entry, err_data_size)
+/*
+ * How much of struct fi_cq_err_entry an application of api_version has: before 1.5 it ends
+ * after err_data (no err_data_size), before 1.20 after err_data_size (1.20 appends src_addr,
+ * which headers from 1.20 on have).
+ */
+static size_t util_cq_err_entry_size(uint32_t api_version)
+{
+	if (FI_VERSION_LT(api_version, FI_VERSION(1, 5)))
+		return offsetof(struct fi_cq_err_entry, err_data_size);
+#if HAVE_STRUCT_FI_CQ_ERR_ENTRY_SRC_ADDR
+	if (FI_VERSION_LT(api_version, FI_VERSION(1, 20)))
+		return offsetof(struct fi_cq_err_entry, src_addr);
+#endif
+	return sizeof(struct fi_cq_err_entry);
+}
 
 static size_t util_cq_format_size(enum fi_cq_format format)
 {
@@ -271,11 +284,9 @@ static ssize_t util_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *bu
 			       uint64_t flags)
 {
 	struct util_cq *cq = container_of(cq_fid, struct util_cq, cq_fid);
-	struct fi_cq_err_entry overrun = { 0 }, *err;
+	struct fi_cq_err_entry overrun = { 0 }, out, *err;
 	struct util_cq_error *error;
 	struct util_dlist *item;
-	void *user_data;
-	size_t user_size;
 
 	if (!buf)
 		return -FI_EINVAL;
@@ -298,20 +309,19 @@ static ssize_t util_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *bu
 	error = item ? container_of(item, struct util_cq_error, link) : NULL;
 	err = error ? &error->err : &overrun;
 
-	if (FI_VERSION_LT(cq->api_version, FI_VERSION(1, 5))) {
-		/* The application's struct has no err_data_size: do not write past err_data. */
-		memcpy(buf, err, UTIL_CQ_ERR_ENTRY_1_0_SIZE);
-	} else {
+	out = *err;
+	if (!FI_VERSION_LT(cq->api_version, FI_VERSION(1, 5))) {
 		/*
 		 * With a buffer (err_data_size > 0) it is left alone and 0 bytes are reported
 		 * copied; without one, err_data would point at provider data, and there is none.
 		 */
-		user_data = buf->err_data;
-		user_size = buf->err_data_size;
-		*buf = *err;
-		buf->err_data = user_size ? user_data : NULL;
-		buf->err_data_size = 0;
+		out.err_data = buf->err_data_size ? buf->err_data : NULL;
+		out.err_data_size = 0;
 	}
+#if HAVE_STRUCT_FI_CQ_ERR_ENTRY_SRC_ADDR
+	out.src_addr = FI_ADDR_NOTAVAIL; /* no error here names an address (FI_SOURCE_ERR) */
+#endif
+	memcpy(buf, &out, util_cq_err_entry_size(cq->api_version));
 	free(error);
 	return 1;
 }

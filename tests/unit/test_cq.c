@@ -454,6 +454,11 @@ static void test_readerr_err_data(void **state)
 	unsigned char user_data[16], raw[sizeof(struct fi_cq_err_entry)];
 	struct fi_cq_err_entry err;
 	size_t old_size = offsetof(struct fi_cq_err_entry, err_data_size);
+#if HAVE_STRUCT_FI_CQ_ERR_ENTRY_SRC_ADDR
+	size_t new_end = offsetof(struct fi_cq_err_entry, src_addr);
+#else
+	size_t new_end = sizeof(struct fi_cq_err_entry);
+#endif
 	size_t i;
 
 	assert_int_equal(open_cq(f, FI_CQ_FORMAT_CONTEXT, 0, FI_WAIT_NONE), 0);
@@ -486,8 +491,28 @@ static void test_readerr_err_data(void **state)
 	assert_int_equal(err.err, FI_EIO);
 	assert_int_equal(err.tag, 3);
 	assert_null(err.err_data);
-	for (i = old_size; i < sizeof(raw); i++)
+	for (i = old_size; i < new_end; i++)
 		assert_int_equal(raw[i], 0xa5);
+#if HAVE_STRUCT_FI_CQ_ERR_ENTRY_SRC_ADDR
+	/* 1.5 to 1.19: the struct ends after err_data_size; src_addr (1.20) is not written.
+	 * Through the ops, as fi_cq_readerr of newer headers sets src_addr itself first. */
+	f->cq.api_version = FI_VERSION(1, 17);
+	write_err(f, FI_EIO, 4);
+	memset(raw, 0xa5, sizeof(raw));
+	assert_int_equal(f->cq.cq_fid.ops->readerr(&f->cq.cq_fid, (void *) raw, 0), 1);
+	memcpy(&err, raw, new_end);
+	assert_int_equal(err.tag, 4);
+	for (i = new_end; i < sizeof(raw); i++)
+		assert_int_equal(raw[i], 0xa5);
+
+	/* 1.20 on: src_addr is there, and no error here names an address. */
+	f->cq.api_version = FI_VERSION(1, 20);
+	write_err(f, FI_EIO, 5);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(f->cq.cq_fid.ops->readerr(&f->cq.cq_fid, &err, 0), 1);
+	assert_int_equal(err.tag, 5);
+	assert_true(err.src_addr == FI_ADDR_NOTAVAIL);
+#endif
 }
 
 static void test_strerror(void **state)
