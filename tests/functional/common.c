@@ -572,6 +572,14 @@ int lt_av_insert(struct lt_ep *ep, const void *addr, fi_addr_t *fi_addr)
 	return ret < 0 ? ret : -FI_EOTHER;
 }
 
+int lt_av_bind(struct fid_av *av, struct fid *fid, uint64_t flags)
+{
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	return fi_av_bind(av, fid, flags);
+#pragma GCC diagnostic pop
+}
+
 int lt_pair_open(struct lt_dom *dom, const struct lt_ep_opts *x_opts,
 		 const struct lt_ep_opts *y_opts, struct lt_ep *x, struct lt_ep *y,
 		 fi_addr_t *x_to_y, fi_addr_t *y_to_x)

@@ -170,6 +170,8 @@ int lt_ep_enable(struct lt_ep *ep);
 void lt_ep_close(struct lt_ep *ep);
 /* Inserts addr into ep's AV; returns 0 and the fi_addr, or a negative error. */
 int lt_av_insert(struct lt_ep *ep, const void *addr, fi_addr_t *fi_addr);
+/* fi_av_bind, which libfabric 2.0 deprecates with FI_EVENT AVs (still served and tested). */
+int lt_av_bind(struct fid_av *av, struct fid *fid, uint64_t flags);
 /*
  * Opens two endpoints that know each other (x_opts, y_opts may be NULL): 0, or the first
  * error, with neither left open.

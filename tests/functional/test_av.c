@@ -749,12 +749,12 @@ static void test_bind_close(struct ctx *c)
 
 	if (c->eq) {
 		/* fi_av(3): flags are reserved and must be 0 */
-		ret = fi_av_bind(av, &c->eq->fid, FI_MORE);
+		ret = lt_av_bind(av, &c->eq->fid, FI_MORE);
 		if (lt_is_layer())
 			LT_CHECK_RET(ret, -FI_EINVAL, "%s bind: flags refused", c->tag);
 		else
 			lt_note("%s bind EQ with flags: %d", c->tag, ret);
-		ret = fi_av_bind(av, &c->eq->fid, 0);
+		ret = lt_av_bind(av, &c->eq->fid, 0);
 		if (lt_is_layer())
 			LT_CHECK_RET(ret, 0, "%s bind: EQ", c->tag);
 		else

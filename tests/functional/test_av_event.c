@@ -148,16 +148,16 @@ static void test_bind(struct ctx *c)
 	LT_CHECK_RET(fi_av_insertsym(av, "127.0.0.1", 1, "4000", 1, &fi_addr, 0, NULL),
 		     -FI_ENOEQ, "insertsym before bind: -FI_ENOEQ");
 
-	LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, FI_EVENT), -FI_EINVAL,
+	LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, FI_EVENT), -FI_EINVAL,
 		     "bind with flags: -FI_EINVAL");
 	ret = fi_cq_open(c->dom.domain, &cq_attr, &cq, NULL);
 	if (!ret) {
-		LT_CHECK(fi_av_bind(av, &cq->fid, 0) < 0, "bind of a CQ refused");
+		LT_CHECK(lt_av_bind(av, &cq->fid, 0) < 0, "bind of a CQ refused");
 		fi_close(&cq->fid);
 	}
-	LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "bind EQ");
+	LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "bind EQ");
 	if (lt_is_layer())
-		LT_CHECK(fi_av_bind(av, &c->eq->fid, 0) < 0, "second bind refused");
+		LT_CHECK(lt_av_bind(av, &c->eq->fid, 0) < 0, "second bind refused");
 	/* the EQ is in use by the AV */
 	LT_CHECK_RET(fi_close(&c->eq->fid), -FI_EBUSY, "EQ close while an AV is bound: busy");
 
@@ -177,7 +177,7 @@ static void test_good(struct ctx *c, enum fi_av_type type, const char *tag)
 	int ctx, i, ret;
 
 	if (!LT_CHECK_RET(open_event_av(c, type, &av), 0, "%s: open", tag) ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "%s: bind", tag))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "%s: bind", tag))
 		goto out;
 	for (i = 0; i < 4; i++)
 		fi_addr[i] = FI_ADDR_NOTAVAIL;
@@ -210,7 +210,7 @@ static void test_failures(struct ctx *c)
 	bool ok;
 
 	if (!LT_CHECK_RET(open_event_av(c, FI_AV_TABLE, &av), 0, "failures: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "failures: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "failures: bind"))
 		goto out;
 	a[1].sin_family = AF_UNIX;
 	a[3].sin_family = AF_UNIX;
@@ -271,7 +271,7 @@ static void test_outstanding(struct ctx *c)
 	struct ev ev;
 
 	if (!LT_CHECK_RET(open_event_av(c, FI_AV_TABLE, &av), 0, "outstanding: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "outstanding: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "outstanding: bind"))
 		goto out;
 	LT_CHECK_RET(fi_av_insert(av, a, 2, fi_addr, FI_MORE, &ctx[0]), 0, "outstanding: 1st");
 	LT_CHECK_RET(fi_av_insert(av, a + 2, 3, fi_addr + 2, FI_MORE, &ctx[1]), 0,
@@ -311,7 +311,7 @@ static void test_progress(struct ctx *c)
 	size_t len;
 
 	if (!LT_CHECK_RET(open_event_av(c, FI_AV_TABLE, &av), 0, "progress: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &eq->fid, 0), 0, "progress: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &eq->fid, 0), 0, "progress: bind"))
 		return;
 	make_addr(7, &a);
 	LT_CHECK_RET(fi_av_insert(av, &a, 1, &fi_addr, 0, &ctx), 0, "progress: insert");
@@ -365,7 +365,7 @@ static void test_large(struct ctx *c)
 	int ctx, ret;
 
 	if (!fi_addr || !LT_CHECK_RET(open_event_av(c, FI_AV_MAP, &av), 0, "large: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "large: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "large: bind"))
 		goto out;
 	LT_CHECK_RET(fi_av_insert(av, a, LARGE, fi_addr, 0, &ctx), 0, "large: insert %d", LARGE);
 	ret = next_event(c->eq, &ev, 4 * EV_TIMEOUT_MS);
@@ -390,7 +390,7 @@ static void test_svc_sym(struct ctx *c)
 	int ctx, ret;
 
 	if (!LT_CHECK_RET(open_event_av(c, FI_AV_TABLE, &av), 0, "svc: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "svc: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "svc: bind"))
 		return;
 	LT_CHECK_RET(fi_av_insertsvc(av, "127.0.0.1", "4000", fi_addr, 0, &ctx), 0,
 		     "svc: insertsvc returns 0");
@@ -425,7 +425,7 @@ static void test_close_queued(struct ctx *c)
 	int ctx;
 
 	if (!LT_CHECK_RET(open_event_av(c, FI_AV_TABLE, &av), 0, "close queued: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "close queued: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "close queued: bind"))
 		goto out;
 	LT_CHECK_RET(fi_av_insert(av, a, 3, fi_addr, 0, &ctx), 0, "close queued: insert");
 	LT_CHECK_RET(fi_close(&av->fid), 0, "close queued: close with an insertion queued");
@@ -445,7 +445,7 @@ static void test_user_id(struct ctx *c)
 	int ctx, ret;
 
 	if (!LT_CHECK_RET(open_event_av(c, FI_AV_TABLE, &av), 0, "user id: open") ||
-	    !LT_CHECK_RET(fi_av_bind(av, &c->eq->fid, 0), 0, "user id: bind"))
+	    !LT_CHECK_RET(lt_av_bind(av, &c->eq->fid, 0), 0, "user id: bind"))
 		goto out;
 	ret = fi_av_insert(av, a, 2, fi_addr, FI_AV_USER_ID, &ctx);
 	if (!lt_is_layer() && ret) {

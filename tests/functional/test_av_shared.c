@@ -513,7 +513,7 @@ static void test_event(struct proc *p)
 		return;
 	if (LT_CHECK_RET(open_named(p, new_name("event"), FI_AV_MAP, FI_EVENT, NULL, 0, &av,
 				    NULL), 0, "event: open") &&
-	    LT_CHECK_RET(fi_av_bind(av, &eq->fid, 0), 0, "event: bind")) {
+	    LT_CHECK_RET(lt_av_bind(av, &eq->fid, 0), 0, "event: bind")) {
 		make_addr(77, &sin);
 		LT_CHECK_RET(fi_av_insert(av, &sin, 1, &fi_addr, 0, &ctx), 0, "event: insert");
 		ret = (int) fi_eq_sread(eq, &event, &entry, sizeof(entry), CMD_TIMEOUT_MS, 0);
