@@ -91,9 +91,12 @@ func_tests += tests/functional/test_direct
 tests_functional_test_direct_SOURCES = tests/functional/test_direct.c $(func_common)
 tests_functional_test_direct_LDADD = $(func_ldadd)
 
-# The data-path tests above once more over net;ofi_layer (an RDM core); 77 without net.
+# The data-path tests above once more over an RDM core: net (1.17), tcp's RDM endpoint
+# (1.18 on); each 77 where its core is missing.
 dist_check_SCRIPTS += tests/functional/run_over_net.sh
 TESTS += tests/functional/run_over_net.sh
+dist_check_SCRIPTS += tests/functional/run_over_tcp_rdm.sh
+TESTS += tests/functional/run_over_tcp_rdm.sh
 EXTRA_DIST += tests/functional/lsan_net.supp tests/functional/run_suite.sh
 
 # The same over tcp with bounce buffers instead of direct receive (fi_layer(7)).

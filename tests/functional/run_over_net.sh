@@ -2,7 +2,8 @@
 # The functional tests of the data path again, over net;ofi_layer: ofi_layer over the net
 # core's reliable-datagram (RDM) endpoints instead of tcp's connected ones. Each program
 # takes the provider from LAYER_TEST_PROV; one that finds nothing to run over exits 77.
-# Skipped (77) when net is not offered on 127.0.0.1.
+# Skipped (77) when net is not offered on 127.0.0.1 (libfabric 1.18 made it tcp's RDM
+# endpoint: run_over_tcp_rdm.sh).
 set -u
 . "$(dirname "$0")/run_suite.sh"
 LAYER_TEST_PROV="net;ofi_layer"
@@ -13,8 +14,5 @@ export LAYER_TEST_PROV FI_NET_IFACE
 LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_net.supp:print_suppressions=0"
 export LSAN_OPTIONS
 
-# test_peer_loss is left out: it skips itself over an RDM core (no lost peer is reported).
-run_suite "over net;ofi_layer" test_getinfo test_msg test_tagged test_multi_recv test_cancel \
-	test_twoproc test_threads test_domain_threads test_tagged_threads test_av_ep \
-	test_bad_input test_malformed test_objects test_auth_data test_server_port test_unexp \
-	test_direct test_conns test_poll test_rma test_atomic
+# shellcheck disable=SC2086 # one word per program
+run_suite "over net;ofi_layer" $rdm_core_tests

@@ -23,12 +23,20 @@ if [ -n "$asan" ]; then
 	export LD_PRELOAD ASAN_OPTIONS
 	asan_env="-x LD_PRELOAD -x ASAN_OPTIONS"
 fi
+# The libfabric the provider is built against, which may not be the one Open MPI was linked
+# with (libfabric keeps its soname and ABI from 1.x to 2.x).
+lib_env=
+if [ -n "${LAYER_TEST_FABRIC_LIBDIR:-}" ]; then
+	LD_LIBRARY_PATH=$LAYER_TEST_FABRIC_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	export LD_LIBRARY_PATH
+	lib_env="-x LD_LIBRARY_PATH"
+fi
 pass=0 fail=0
 for np in 2 3; do
 	if timeout 180 mpirun $root --oversubscribe -np $np --bind-to none \
 		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_layer" \
 		--mca oob_tcp_if_include lo --mca btl self \
-		-x FI_PROVIDER_PATH -x FI_TCP_IFACE $asan_env "$exe"; then
+		-x FI_PROVIDER_PATH -x FI_TCP_IFACE $lib_env $asan_env "$exe"; then
 		pass=$((pass + 1))
 	else
 		echo "FAIL: $np ranks"
