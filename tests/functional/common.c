@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rdma/fi_ext_layer.h>
+
 #define LT_HANG_GUARD_S 120
 #define LT_MAX_CQS 64
 #define LT_MAX_CHILDREN 16
@@ -511,6 +513,7 @@ int lt_ep_open(struct lt_dom *dom, const struct lt_ep_opts *opts, struct lt_ep *
 		opts = &no_opts;
 	memset(ep, 0, sizeof(*ep));
 	ep->dom = dom;
+	av_attr.flags = opts->av_flags;
 	ret = fi_av_open(dom->domain, &av_attr, &ep->av, NULL);
 	if (ret)
 		goto err;

@@ -20,7 +20,6 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_eq.h>
-#include <rdma/fi_ext_layer.h>
 
 #define LT_NODE "127.0.0.1"
 #define LT_FI_VERSION FI_VERSION(1, 17)
@@ -142,6 +141,7 @@ struct lt_ep_opts {
 	uint64_t rx_bind_flags; /* added to FI_RECV when binding the rx CQ */
 	bool no_enable;		/* leave the endpoint not enabled */
 	size_t min_multi_recv;	/* if set, FI_OPT_MIN_MULTI_RECV before enabling */
+	uint64_t av_flags;	/* fi_av_attr flags of the endpoint's AV (FI_AV_USER_ID...) */
 };
 
 /* A fabric and domain shared by the endpoints of one test. */

@@ -27,6 +27,13 @@ tests_functional_test_av_auth_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_auth_data
 tests_functional_test_auth_data_SOURCES = tests/functional/test_auth_data.c $(func_common)
 tests_functional_test_auth_data_LDADD = $(func_ldadd)
+if HAVE_NATIVE_AV_AUTH_KEY
+# fi_av(3) 1.20 through libfabric's own declarations (headers of 1.20 and later only).
+func_tests += tests/functional/test_av_native
+tests_functional_test_av_native_SOURCES = tests/functional/test_av_native.c $(func_common)
+tests_functional_test_av_native_LDADD = $(func_ldadd)
+endif
+EXTRA_DIST += tests/functional/test_av_native.c
 func_tests += tests/functional/test_av_sym
 tests_functional_test_av_sym_SOURCES = tests/functional/test_av_sym.c $(func_common)
 tests_functional_test_av_sym_LDADD = $(func_ldadd)

@@ -23,6 +23,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <rdma/fi_ext_layer.h>
+
 #define PAIRS 12             /* pairs whose requests cross */
 #define CROSS_MSGS 24        /* messages each side of a pair queues at once */
 #define BIG (96 * 1024)      /* above the eager size: rendezvous */
