@@ -420,6 +420,12 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 		}
 	}
 	info->domain_attr->max_err_data = 0;
+#if HAVE_STRUCT_FI_DOMAIN_ATTR_MAX_EP_AUTH_KEY
+	/* 1.20: an endpoint holds every key its AV has when enabled (FI_AV_AUTH_KEY; key
+	 * handles index 32 bits), else the one key of its domain or its own. */
+	info->domain_attr->max_ep_auth_key =
+		info->domain_attr->auth_key_size == FI_AV_AUTH_KEY ? UINT32_MAX : 1;
+#endif
 
 	/* libfabric appends ";ofi_layer" to the core's name. */
 	info->fabric_attr->prov_version = LAYER_PROV_VERSION;

@@ -2,6 +2,8 @@
  * fi_getinfo for the layered provider: both spellings of the name, the attributes an
  * application relies on, requirements it must refuse with -FI_ENODATA, and the fi_info tool.
  */
+#include "config.h"
+
 #include "common.h"
 
 #include <netinet/in.h>
@@ -404,6 +406,30 @@ static void check_refusal_logged(void)
 	LT_CHECK(has_reason, "fi_info -c FI_COLLECTIVE: the log says which hint is refused");
 }
 
+/* fi_domain(3) 1.20 max_ep_auth_key: every key of the AV with FI_AV_AUTH_KEY, else one. */
+static void check_max_ep_auth_key(void)
+{
+#if HAVE_STRUCT_FI_DOMAIN_ATTR_MAX_EP_AUTH_KEY
+	struct fi_info *hints = lt_hints(FI_MSG), *info = NULL;
+
+	if (LT_CHECK_RET(lt_getinfo(hints, &info), 0, "infos without keys"))
+		LT_CHECK(info->domain_attr->max_ep_auth_key == 1,
+			 "max_ep_auth_key 1 without FI_AV_AUTH_KEY (got %zu)",
+			 info->domain_attr->max_ep_auth_key);
+	fi_freeinfo(info);
+	info = NULL;
+	hints->domain_attr->auth_key_size = FI_AV_AUTH_KEY;
+	if (LT_CHECK_RET(lt_getinfo(hints, &info), 0, "infos with FI_AV_AUTH_KEY"))
+		LT_CHECK(info->domain_attr->max_ep_auth_key == UINT32_MAX,
+			 "max_ep_auth_key 2^32-1 with FI_AV_AUTH_KEY (got %zu)",
+			 info->domain_attr->max_ep_auth_key);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+#else
+	lt_note("max_ep_auth_key: not in these headers (libfabric < 1.20)");
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_info *hints, *info;
@@ -434,5 +460,6 @@ int main(int argc, char **argv)
 	check_unsatisfiable();
 	check_fi_info_tool();
 	check_refusal_logged();
+	check_max_ep_auth_key();
 	return lt_end();
 }
