@@ -11,6 +11,7 @@ util_libutil_la_SOURCES = \
 	util/poll.h util/poll.c \
 	util/mr_cache.h util/mr_cache.c util/mr_map.h util/mr_map.c \
 	util/atomic.h util/atomic.c \
+	util/coll_sched.h util/coll_sched.c \
 	util/av_table.h util/av_table_int.h util/av_table.c util/av_table_find.c \
 	util/av_set.h util/av_set.c \
 	util/tagm.h util/tagm_inl.h util/tagm.c

@@ -54,6 +54,11 @@ unit_tests += tests/unit/test_atomic
 tests_unit_test_atomic_LDADD = $(unit_ldadd)
 tests_unit_test_atomic_CFLAGS = $(unit_cflags)
 
+# util/coll_sched: every collective's schedules run by a simulator, groups of 1 to 64.
+unit_tests += tests/unit/test_coll_sched
+tests_unit_test_coll_sched_LDADD = $(unit_ldadd)
+tests_unit_test_coll_sched_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)

@@ -1,0 +1,431 @@
+/*
+ * Collective schedules (coll_sched.h). Every builder numbers its rounds from the group size
+ * alone, never from what a rank happens to do, so that both ends of every link agree on the
+ * round of the message: round 0 holds local preparation (a copy of the input), then each
+ * phase takes a fixed run of rounds. A rank with nothing to do in a round just passes it.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include <rdma/fi_errno.h>
+
+#include "util/coll_sched.h"
+#include "util/util.h"
+
+const char *util_coll_algo_str(enum util_coll_algo algo)
+{
+	switch (algo) {
+	case UTIL_COLL_ALGO_NONE:
+		return "none";
+	case UTIL_COLL_ALGO_DISSEMINATION:
+		return "dissemination";
+	case UTIL_COLL_ALGO_RECURSIVE_DOUBLING:
+		return "recursive doubling";
+	case UTIL_COLL_ALGO_RING:
+		return "ring";
+	case UTIL_COLL_ALGO_BINOMIAL:
+		return "binomial tree";
+	case UTIL_COLL_ALGO_SCATTER_ALLGATHER:
+		return "scatter + allgather";
+	case UTIL_COLL_ALGO_LINEAR:
+		return "linear";
+	case UTIL_COLL_ALGO_PAIRWISE:
+		return "pairwise exchange";
+	}
+	return "?";
+}
+
+void util_coll_sched_init(struct util_coll_sched *s)
+{
+	*s = (struct util_coll_sched) { 0 };
+}
+
+void util_coll_sched_fini(struct util_coll_sched *s)
+{
+	free(s->steps);
+	util_coll_sched_init(s);
+}
+
+void util_coll_sched_reset(struct util_coll_sched *s)
+{
+	s->cnt = 0;
+	s->tmp_len = 0;
+	s->rounds = 0;
+	s->err = 0;
+}
+
+void util_coll_block(size_t count, uint32_t n, uint32_t i, size_t *first, size_t *len)
+{
+	size_t base = count / n, extra = count % n;
+
+	*first = i * base + UTIL_MIN((size_t) i, extra);
+	*len = base + (i < extra);
+}
+
+/* ceil(log2 n): the rounds of a dissemination or binomial phase. */
+static uint32_t util_coll_log2_ceil(uint32_t n)
+{
+	uint32_t k = 0;
+
+	while (((uint64_t) 1 << k) < n)
+		k++;
+	return k;
+}
+
+static void util_coll_add(struct util_coll_sched *s, const struct util_coll_step *step)
+{
+	struct util_coll_step *grown;
+	size_t cap;
+
+	if (s->err)
+		return;
+	if (s->cnt == s->cap) {
+		cap = s->cap ? 2 * s->cap : 16;
+		grown = realloc(s->steps, cap * sizeof(*grown));
+		if (!grown) {
+			s->err = -FI_ENOMEM;
+			return;
+		}
+		s->steps = grown;
+		s->cap = cap;
+	}
+	s->steps[s->cnt++] = *step;
+	if (step->round >= s->rounds)
+		s->rounds = step->round + 1;
+}
+
+/* Messages and local steps of no bytes are left out (both ends know the length). */
+static void util_coll_send(struct util_coll_sched *s, uint16_t round, uint32_t peer,
+			   enum util_coll_buf buf, size_t off, size_t len)
+{
+	if (len)
+		util_coll_add(s, &(struct util_coll_step) { .kind = UTIL_COLL_SEND, .buf = buf,
+			      .round = round, .peer = peer, .off = off, .len = len });
+}
+
+static void util_coll_recv(struct util_coll_sched *s, uint16_t round, uint32_t peer,
+			   enum util_coll_buf buf, size_t off, size_t len)
+{
+	if (len)
+		util_coll_add(s, &(struct util_coll_step) { .kind = UTIL_COLL_RECV, .buf = buf,
+			      .round = round, .peer = peer, .off = off, .len = len });
+}
+
+static void util_coll_local(struct util_coll_sched *s, enum util_coll_kind kind,
+			    uint16_t round, enum util_coll_buf buf, size_t off,
+			    enum util_coll_buf src_buf, size_t src_off, size_t len)
+{
+	if (!len || (kind == UTIL_COLL_COPY && buf == src_buf && off == src_off))
+		return;
+	util_coll_add(s, &(struct util_coll_step) { .kind = kind, .buf = buf,
+		      .src_buf = src_buf, .round = round, .off = off, .src_off = src_off,
+		      .len = len });
+}
+
+static void util_coll_need_tmp(struct util_coll_sched *s, size_t len)
+{
+	s->tmp_len = UTIL_MAX(s->tmp_len, len);
+}
+
+enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n)
+{
+	uint32_t k, rounds = util_coll_log2_ceil(n), dist;
+
+	if (n == 1)
+		return UTIL_COLL_ALGO_NONE;
+	/* round k: tell rank + 2^k, hear from rank - 2^k; messages carry no bytes */
+	for (k = 0; k < rounds; k++) {
+		dist = (uint32_t) 1 << k;
+		util_coll_add(s, &(struct util_coll_step) { .kind = UTIL_COLL_SEND,
+			      .buf = UTIL_COLL_DST, .round = 1 + k, .peer = (rank + dist) % n });
+		util_coll_add(s, &(struct util_coll_step) { .kind = UTIL_COLL_RECV,
+			      .buf = UTIL_COLL_DST, .round = 1 + k,
+			      .peer = (rank + n - dist) % n });
+	}
+	return UTIL_COLL_ALGO_DISSEMINATION;
+}
+
+/* Bytes from block a to block b (b excluded) of count elements shared out over n. */
+static void util_coll_blocks(size_t count, uint32_t n, uint32_t a, uint32_t b, size_t esize,
+			     size_t *off, size_t *len)
+{
+	size_t first, last, blen;
+
+	util_coll_block(count, n, a, &first, &blen);
+	if (b < n)
+		util_coll_block(count, n, b, &last, &blen);
+	else
+		last = count;
+	*off = first * esize;
+	*len = (last - first) * esize;
+}
+
+/*
+ * Binomial broadcast of blocks [vr, ...) in the ranks relative to root (vr = rank - root):
+ * whole is true for the whole vector to every rank, false for a scatter of block j to rank
+ * j. Rounds 1 .. K.
+ */
+static void util_coll_binomial_down(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				    uint32_t root, size_t count, size_t esize, bool whole)
+{
+	uint32_t k = util_coll_log2_ceil(n), vr = (rank + n - root) % n;
+	uint32_t low = vr ? vr & -vr : (uint32_t) 1 << k; /* the subtree this rank heads */
+	uint32_t level = util_coll_log2_ceil(low), mask, child; /* low: a power of two */
+	size_t off = 0, len = count * esize;
+
+	if (vr) {
+		if (!whole)
+			util_coll_blocks(count, n, vr, UTIL_MIN(vr + low, n), esize, &off, &len);
+		util_coll_recv(s, (uint16_t) (k - level), (vr - low + root) % n, UTIL_COLL_DST,
+			       off, len);
+	}
+	for (mask = low >> 1; mask; mask >>= 1) {
+		level--;
+		child = vr + mask;
+		if (child >= n)
+			continue;
+		if (!whole)
+			util_coll_blocks(count, n, child, UTIL_MIN(child + mask, n), esize, &off,
+					 &len);
+		util_coll_send(s, (uint16_t) (k - level), (child + root) % n, UTIL_COLL_DST, off,
+			       len);
+	}
+}
+
+/*
+ * Ring allgather of the n blocks of count elements (shared out over n, util_coll_block) in
+ * DST, in the ranks relative to root: block j starts at rank j. Rounds base .. base + n - 2.
+ */
+static void util_coll_ring_allgather(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				     uint32_t root, size_t count, size_t esize, uint16_t base)
+{
+	uint32_t vr = (rank + n - root) % n, k;
+	uint32_t right = (rank + 1) % n, left = (rank + n - 1) % n;
+	size_t off, len;
+
+	for (k = 0; k + 1 < n; k++) {
+		util_coll_blocks(count, n, (vr + n - k) % n, (vr + n - k) % n + 1, esize, &off,
+				 &len);
+		util_coll_send(s, base + k, right, UTIL_COLL_DST, off, len);
+		util_coll_blocks(count, n, (vr + n - k - 1) % n, (vr + n - k - 1) % n + 1, esize,
+				 &off, &len);
+		util_coll_recv(s, base + k, left, UTIL_COLL_DST, off, len);
+	}
+}
+
+enum util_coll_algo util_coll_broadcast(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+					uint32_t root, size_t count, size_t esize,
+					size_t large_bytes)
+{
+	if (n == 1 || !count)
+		return UTIL_COLL_ALGO_NONE;
+	if (count * esize < large_bytes || count < n) {
+		util_coll_binomial_down(s, rank, n, root, count, esize, true);
+		return UTIL_COLL_ALGO_BINOMIAL;
+	}
+	/* each rank gets its block down the tree, then the ring passes every block round */
+	util_coll_binomial_down(s, rank, n, root, count, esize, false);
+	util_coll_ring_allgather(s, rank, n, root, count, esize,
+				 (uint16_t) (1 + util_coll_log2_ceil(n)));
+	return UTIL_COLL_ALGO_SCATTER_ALLGATHER;
+}
+
+/* The rank whose place is vr among the ranks of a recursive-doubling phase (see below). */
+static uint32_t util_coll_rd_rank(uint32_t vr, uint32_t extra)
+{
+	return vr < extra ? 2 * vr + 1 : vr + extra;
+}
+
+enum util_coll_algo util_coll_allreduce(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+					size_t count, size_t esize, size_t large_bytes,
+					int in_place)
+{
+	size_t len = count * esize, off, blen;
+	uint32_t p2, extra, k, levels, vr, right, left;
+
+	if (!in_place)
+		util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, 0, UTIL_COLL_SRC, 0, len);
+	if (n == 1 || !count)
+		return UTIL_COLL_ALGO_NONE;
+
+	if (len >= large_bytes && count >= n) {
+		/* reduce-scatter: after round k, DST block rank - k - 1 holds k + 2 inputs */
+		right = (rank + 1) % n;
+		left = (rank + n - 1) % n;
+		for (k = 0; k + 1 < n; k++) {
+			util_coll_blocks(count, n, (rank + n - k) % n, (rank + n - k) % n + 1,
+					 esize, &off, &blen);
+			util_coll_send(s, 1 + k, right, UTIL_COLL_DST, off, blen);
+			util_coll_blocks(count, n, (rank + 2 * n - k - 1) % n,
+					 (rank + 2 * n - k - 1) % n + 1, esize, &off, &blen);
+			util_coll_need_tmp(s, blen);
+			util_coll_recv(s, 1 + k, left, UTIL_COLL_TMP, 0, blen);
+			util_coll_local(s, UTIL_COLL_REDUCE, 1 + k, UTIL_COLL_DST, off,
+					UTIL_COLL_TMP, 0, blen);
+		}
+		/* rank now holds block rank + 1 whole: the ring passes the blocks round */
+		util_coll_ring_allgather(s, rank, n, n - 1, count, esize, (uint16_t) n);
+		return UTIL_COLL_ALGO_RING;
+	}
+
+	/*
+	 * Recursive doubling over the largest power of two p2 <= n: the first 2 * extra ranks
+	 * pair up first (the even one hands its vector to the odd one and waits for the
+	 * result), the others and the odd ones exchange whole vectors log2(p2) times.
+	 */
+	for (p2 = 1; 2 * p2 <= n; p2 *= 2)
+		;
+	extra = n - p2;
+	levels = util_coll_log2_ceil(p2);
+	util_coll_need_tmp(s, len);
+	if (rank < 2 * extra) {
+		if (rank % 2 == 0) {
+			util_coll_send(s, 1, rank + 1, UTIL_COLL_DST, 0, len);
+			util_coll_recv(s, 2 + levels, rank + 1, UTIL_COLL_DST, 0, len);
+			return UTIL_COLL_ALGO_RECURSIVE_DOUBLING;
+		}
+		util_coll_recv(s, 1, rank - 1, UTIL_COLL_TMP, 0, len);
+		util_coll_local(s, UTIL_COLL_REDUCE, 1, UTIL_COLL_DST, 0, UTIL_COLL_TMP, 0, len);
+	}
+	vr = rank < 2 * extra ? rank / 2 : rank - extra;
+	for (k = 0; k < levels; k++) {
+		uint32_t peer = util_coll_rd_rank(vr ^ ((uint32_t) 1 << k), extra);
+
+		util_coll_send(s, 2 + k, peer, UTIL_COLL_DST, 0, len);
+		util_coll_recv(s, 2 + k, peer, UTIL_COLL_TMP, 0, len);
+		util_coll_local(s, UTIL_COLL_REDUCE, 2 + k, UTIL_COLL_DST, 0, UTIL_COLL_TMP, 0,
+				len);
+	}
+	if (rank < 2 * extra)
+		util_coll_send(s, 2 + levels, rank - 1, UTIL_COLL_DST, 0, len);
+	return UTIL_COLL_ALGO_RECURSIVE_DOUBLING;
+}
+
+enum util_coll_algo util_coll_reduce(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				     uint32_t root, size_t count, size_t esize, int in_place)
+{
+	uint32_t vr = (rank + n - root) % n, k, mask;
+	size_t len = count * esize, scratch = rank == root ? 0 : len;
+	enum util_coll_buf acc = rank == root ? UTIL_COLL_DST : UTIL_COLL_TMP;
+
+	/* the partial result builds up in DST at root, in TMP elsewhere; arrivals go after it */
+	if (!(rank == root && in_place))
+		util_coll_local(s, UTIL_COLL_COPY, 0, acc, 0, UTIL_COLL_SRC, 0, len);
+	if (n == 1 || !count)
+		return UTIL_COLL_ALGO_NONE;
+	util_coll_need_tmp(s, scratch + len);
+	for (k = 0; ((uint64_t) 1 << k) < n; k++) {
+		mask = (uint32_t) 1 << k;
+		if (vr & mask) {
+			util_coll_send(s, 1 + k, (vr - mask + root) % n, acc, 0, len);
+			break;
+		}
+		if (vr + mask < n) {
+			util_coll_recv(s, 1 + k, (vr + mask + root) % n, UTIL_COLL_TMP, scratch,
+				       len);
+			util_coll_local(s, UTIL_COLL_REDUCE, 1 + k, acc, 0, UTIL_COLL_TMP,
+					scratch, len);
+		}
+	}
+	return UTIL_COLL_ALGO_BINOMIAL;
+}
+
+enum util_coll_algo util_coll_reduce_scatter(struct util_coll_sched *s, uint32_t rank,
+					     uint32_t n, size_t count, size_t esize)
+{
+	uint32_t right = (rank + 1) % n, left = (rank + n - 1) % n, k, blk;
+	size_t len = count * esize, off, blen, max_blen;
+
+	/* the whole vector builds up in TMP, arrivals after it; the rank's block goes out */
+	util_coll_blocks(count, n, 0, 1, esize, &off, &max_blen);
+	util_coll_need_tmp(s, len + (n > 1 ? max_blen : 0));
+	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_TMP, 0, UTIL_COLL_SRC, 0, len);
+	for (k = 0; k + 1 < n; k++) {
+		blk = (rank + 2 * n - k - 1) % n;
+		util_coll_blocks(count, n, blk, blk + 1, esize, &off, &blen);
+		util_coll_send(s, 1 + k, right, UTIL_COLL_TMP, off, blen);
+		blk = (rank + 2 * n - k - 2) % n;
+		util_coll_blocks(count, n, blk, blk + 1, esize, &off, &blen);
+		util_coll_recv(s, 1 + k, left, UTIL_COLL_TMP, len, blen);
+		util_coll_local(s, UTIL_COLL_REDUCE, 1 + k, UTIL_COLL_TMP, off, UTIL_COLL_TMP,
+				len, blen);
+	}
+	util_coll_blocks(count, n, rank, rank + 1, esize, &off, &blen);
+	util_coll_local(s, UTIL_COLL_COPY, (uint16_t) n, UTIL_COLL_DST, 0, UTIL_COLL_TMP, off,
+			blen);
+	return n == 1 ? UTIL_COLL_ALGO_NONE : UTIL_COLL_ALGO_RING;
+}
+
+enum util_coll_algo util_coll_allgather(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+					size_t count, size_t esize)
+{
+	size_t len = count * esize;
+
+	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, rank * len, UTIL_COLL_SRC, 0, len);
+	if (n == 1 || !count)
+		return UTIL_COLL_ALGO_NONE;
+	/* n blocks of count each: the same as count * n shared out over n */
+	util_coll_ring_allgather(s, rank, n, 0, count * n, esize, 1);
+	return UTIL_COLL_ALGO_RING;
+}
+
+/* Root and each member directly: block i of root's n goes to (scatter) or comes from
+ * (gather) member i. */
+static enum util_coll_algo util_coll_linear(struct util_coll_sched *s, uint32_t rank,
+					    uint32_t n, uint32_t root, size_t count, size_t esize,
+					    bool gather)
+{
+	size_t len = count * esize;
+	uint32_t i;
+
+	if (rank != root) {
+		if (gather)
+			util_coll_send(s, 1, root, UTIL_COLL_SRC, 0, len);
+		else
+			util_coll_recv(s, 1, root, UTIL_COLL_DST, 0, len);
+		return count ? UTIL_COLL_ALGO_LINEAR : UTIL_COLL_ALGO_NONE;
+	}
+	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, gather ? root * len : 0,
+			UTIL_COLL_SRC, gather ? 0 : root * len, len);
+	for (i = 0; i < n; i++) {
+		if (i == root)
+			continue;
+		if (gather)
+			util_coll_recv(s, 1, i, UTIL_COLL_DST, i * len, len);
+		else
+			util_coll_send(s, 1, i, UTIL_COLL_SRC, i * len, len);
+	}
+	return n == 1 || !count ? UTIL_COLL_ALGO_NONE : UTIL_COLL_ALGO_LINEAR;
+}
+
+enum util_coll_algo util_coll_scatter(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				      uint32_t root, size_t count, size_t esize)
+{
+	return util_coll_linear(s, rank, n, root, count, esize, false);
+}
+
+enum util_coll_algo util_coll_gather(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				     uint32_t root, size_t count, size_t esize)
+{
+	return util_coll_linear(s, rank, n, root, count, esize, true);
+}
+
+enum util_coll_algo util_coll_alltoall(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				       size_t count, size_t esize)
+{
+	size_t len = count * esize;
+	uint32_t k, to, from;
+
+	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, rank * len, UTIL_COLL_SRC,
+			rank * len, len);
+	if (n == 1 || !count)
+		return UTIL_COLL_ALGO_NONE;
+	for (k = 1; k < n; k++) {
+		to = (rank + k) % n;
+		from = (rank + n - k) % n;
+		util_coll_send(s, (uint16_t) k, to, UTIL_COLL_SRC, to * len, len);
+		util_coll_recv(s, (uint16_t) k, from, UTIL_COLL_DST, from * len, len);
+	}
+	return UTIL_COLL_ALGO_PAIRWISE;
+}
