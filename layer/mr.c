@@ -129,18 +129,17 @@ static struct fi_mr_attr layer_mr_core_attr(const struct fi_mr_attr *attr)
 	};
 }
 
-static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *app_attr,
-			    uint64_t flags, struct fid_mr **mr_fid)
+/* Registers attr (fields every API version has) with the core and in the key map. */
+static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
+			     struct fid_mr **mr_fid)
 {
 	struct layer_domain *domain = container_of(fid, struct layer_domain, domain_fid.fid);
-	struct fi_mr_attr core_attr, *attr = &core_attr;
 	struct layer_mr *mr;
 	size_t i;
 	int ret;
 
-	if (!app_attr || !mr_fid || flags || (app_attr->access & ~LAYER_MR_ACCESS))
+	if (!mr_fid || flags || (attr->access & ~LAYER_MR_ACCESS))
 		return -FI_EINVAL;
-	core_attr = layer_mr_core_attr(app_attr);
 	if (attr->iov_count && !attr->mr_iov)
 		return -FI_EINVAL;
 	for (i = 0; i < attr->iov_count; i++) {
@@ -179,6 +178,17 @@ static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *app_attr,
 	return 0;
 }
 
+static int layer_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
+			    struct fid_mr **mr_fid)
+{
+	struct fi_mr_attr core_attr;
+
+	if (!attr)
+		return -FI_EINVAL;
+	core_attr = layer_mr_core_attr(attr);
+	return layer_mr_register(fid, &core_attr, flags, mr_fid);
+}
+
 static int layer_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
 			 uint64_t access, uint64_t offset, uint64_t requested_key,
 			 uint64_t flags, struct fid_mr **mr, void *context)
@@ -192,7 +202,7 @@ static int layer_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
 		.context = context,
 	};
 
-	return layer_mr_regattr(fid, &attr, flags, mr);
+	return layer_mr_register(fid, &attr, flags, mr);
 }
 
 static int layer_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
