@@ -177,6 +177,13 @@ static void test_read_in_order_and_sizes(void **state)
 	assert_memory_equal(out, cm, sizeof(cm));
 	read_entry(f, FI_AV_COMPLETE, 3);
 	assert_int_equal(fi_eq_read(&f->eq.eq_fid, &event, &entry, sizeof(entry), 0), -FI_EAGAIN);
+
+	/* No buffer at all: the event is taken, only its type reported. */
+	write_entry(f, FI_JOIN_COMPLETE, 4);
+	event = 0;
+	assert_int_equal(fi_eq_read(&f->eq.eq_fid, &event, NULL, 0, 0), 0);
+	assert_int_equal(event, FI_JOIN_COMPLETE);
+	assert_int_equal(fi_eq_read(&f->eq.eq_fid, &event, &entry, sizeof(entry), 0), -FI_EAGAIN);
 }
 
 static void test_peek_leaves_event(void **state)
