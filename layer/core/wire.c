@@ -40,6 +40,11 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	if (len < sizeof(*hdr) || hdr->version != LAYER_PROTO_VERSION ||
 	    (hdr->flags & ~LAYER_HDR_FLAGS))
 		return false;
+	/* collective traffic is a plain eager or rendezvous message of the provider's own */
+	if (unlikely(hdr->flags & LAYER_HDR_COLL) &&
+	    ((hdr->op != LAYER_OP_EAGER && hdr->op != LAYER_OP_RTS) ||
+	     (hdr->flags & (LAYER_HDR_TAGGED | LAYER_HDR_CQ_DATA | LAYER_HDR_ACK_REQ))))
+		return false;
 	switch (hdr->op) {
 	case LAYER_OP_EAGER:
 		return hdr->size == len - sizeof(*hdr);
@@ -79,6 +84,7 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	case LAYER_OP_UNPACE:
 	case LAYER_OP_HELLO_ACK:
 	case LAYER_OP_HELLO_NAK:
+	case LAYER_OP_COLL_ABORT:
 		return len == sizeof(*hdr);
 	default:
 		return false;

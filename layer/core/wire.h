@@ -27,6 +27,12 @@
  * CQ data with CQ_DATA. The write form is answered by an ACK; the fetch and compare forms by
  * a READ_RESP with the values the target held before, as a read is.
  *
+ * Collectives (coll/coll.h) travel as EAGER and RTS messages with COLL set: matched in the
+ * endpoint's own queue, never the application's, by their tag (struct layer_coll_tag: group,
+ * call, round) and their sender. COLL_ABORT (tag: group and call) tells the members of a
+ * group that a call failed at its sender, so that none waits for ever for a message it will
+ * not get.
+ *
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
  *   listening address, the largest eager payload its buffers take, its authorization key),
@@ -48,7 +54,7 @@
 #include "layer/layer.h"
 #include "util/atomic.h"
 
-#define LAYER_PROTO_VERSION 4
+#define LAYER_PROTO_VERSION 5
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -64,7 +70,8 @@
 	X(WRITE_RTS, "write-rts") /* RMA write, initiator's segments */      \
 	X(READ_REQ, "read-req")   /* RMA read of the target range */         \
 	X(READ_RESP, "read-resp") /* its data, or the target's segments */ \
-	X(ATOMIC, "atomic")       /* atomic: its description, operands */
+	X(ATOMIC, "atomic")       /* atomic: its description, operands */     \
+	X(COLL_ABORT, "coll-abort") /* a collective call failed at the sender */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -84,8 +91,10 @@ const char *layer_op_str(unsigned op);
 				     * 0) instead of waiting for ever */
 #define LAYER_HDR_DELIVERY (1u << 4) /* WRITE: answer once the data is in place
 				      * (FI_DELIVERY_COMPLETE), not once it is taken */
+#define LAYER_HDR_COLL (1u << 5) /* EAGER, RTS: collective traffic, tag as coll/coll.h
+				  * says; matched apart from the application's */
 #define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
-			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY)
+			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY | LAYER_HDR_COLL)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */
@@ -94,7 +103,8 @@ struct layer_hdr {
 	uint16_t seg_cnt;   /* RTS: struct layer_rts_seg entries after the header */
 	uint16_t key_slot;  /* EAGER, RTS over an RDM core: the sender's key slot; else 0 */
 	uint64_t size;      /* EAGER: payload bytes; RTS: message size; HELLO: address and key */
-	uint64_t tag;       /* tagged messages: the tag; WRITE: the target address;
+	uint64_t tag;       /* tagged messages: the tag; COLL, COLL_ABORT: group, call, round;
+			     * WRITE: the target address;
 			     * READ_RESP: the request's msg_id */
 	uint64_t data;      /* remote CQ data (ATOMIC's too); WRITE: the target key; HELLO_ACK:
 			     * the largest eager payload the answering endpoint's buffers take;

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "layer/coll/coll.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
@@ -129,6 +130,9 @@ static bool layer_proto_up_lost(void *arg, struct layer_conn *conn)
 		layer_rndv_read_done(proto, rx, conn->fail_err);
 	}
 	layer_rx_conn_lost(proto, conn);
+	/* the groups the peer is a member of fail (coll/) */
+	if (proto->coll)
+		layer_coll_peer_lost(proto->coll, conn->src_addr, conn->fail_err);
 	/* A lost connection's messages may have left the bound's hold. */
 	layer_unexp_check(proto);
 	return util_dlist_empty(&conn->posted_tx) && util_dlist_empty(&conn->reading_rx);

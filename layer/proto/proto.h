@@ -26,6 +26,7 @@
 #include "util/bufpool.h"
 
 struct layer_tx;
+struct layer_coll;
 
 /* RMA writes taken during one progress call whose ACKs wait for its end; more are answered
  * when their data is in. */
@@ -69,6 +70,9 @@ struct layer_proto {
 	size_t rx_used;
 	struct layer_rxq msg_q;        /* FI_MSG */
 	struct layer_rxq tag_q;        /* FI_TAGGED */
+	struct layer_rxq coll_q;       /* collective traffic (coll/), the provider's own */
+	struct layer_coll *coll;       /* the endpoint's collective groups; NULL without
+					* FI_COLLECTIVE */
 	struct layer_unexp unexp;      /* what unexpected messages hold (unexp.h) */
 	size_t unmatched_cnt;          /* direct receive: messages arriving that matched no
 					* receive; until they complete, none matches early */

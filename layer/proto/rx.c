@@ -19,6 +19,7 @@
 
 #include "layer/atomic/atomic.h"
 #include "layer/av/av.h"
+#include "layer/coll/coll.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
@@ -28,6 +29,8 @@
 static inline struct layer_rxq *layer_rx_queue(struct layer_proto *proto,
 					       const struct layer_hdr *hdr)
 {
+	if (unlikely(hdr->flags & LAYER_HDR_COLL))
+		return &proto->coll_q;
 	return hdr->flags & LAYER_HDR_TAGGED ? &proto->tag_q : &proto->msg_q;
 }
 
@@ -64,6 +67,7 @@ struct layer_rx *layer_rx_get(struct layer_proto *proto)
 	rx->ctx.type = LAYER_CTX_READ;
 	rx->ctx.chan = NULL;
 	rx->on_read_done = NULL;
+	rx->on_done = NULL;
 	return rx;
 }
 
@@ -106,6 +110,10 @@ void layer_rx_report(struct layer_proto *proto, struct layer_rx *rx, void *buf, 
 {
 	struct fi_cq_err_entry entry;
 
+	if (unlikely(rx->on_done)) {
+		rx->on_done(proto, rx, len, err);
+		return;
+	}
 	/* Completions report the AV's user ID for a source that has one. */
 	if (src != FI_ADDR_NOTAVAIL && proto->av)
 		src = layer_av_report_addr(proto->av, src);
@@ -261,6 +269,84 @@ ssize_t layer_rx_tpost(struct layer_proto *proto, const struct iovec *iov, size_
 	/* A receive waits: a stall on receiving is lifted (its message may be behind it). */
 	layer_unexp_check(proto);
 	return 0;
+}
+
+int layer_rx_coll_post(struct layer_proto *proto, void *buf, size_t len, fi_addr_t src,
+		       uint64_t tag,
+		       void (*on_done)(struct layer_proto *proto, struct layer_rx *rx, size_t len,
+				       int err),
+		       void *job)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct layer_buf *msg;
+	struct layer_rx *rx;
+
+	/* not the application's: outside its receive queue's size */
+	rx = layer_rx_get(proto);
+	if (unlikely(!rx))
+		return -FI_ENOMEM;
+	rx->context = NULL;
+	rx->flags = FI_COMPLETION;
+	rx->src_addr = src;
+	rx->iov_cnt = 1;
+	rx->iov[0] = iov;
+	rx->len = len;
+	rx->mrecv_used = 0;
+	rx->tag = 0;
+	rx->on_done = on_done;
+	rx->job = job;
+	util_dlist_init(&rx->link);
+	msg = layer_rxq_take(&proto->coll_q, tag, 0, src);
+	if (msg) {
+		layer_rx_deliver(proto, rx, msg);
+		layer_unexp_release(proto, msg);
+		return 0;
+	}
+	layer_rxq_post(&proto->coll_q, rx, tag, 0);
+	layer_unexp_check(proto);
+	return 0;
+}
+
+static bool layer_rx_has_job(const struct layer_rx *rx, void *job)
+{
+	return rx->job == job;
+}
+
+size_t layer_rx_coll_cancel(struct layer_proto *proto, void *job)
+{
+	struct layer_rx *rx;
+	size_t cnt = 0;
+
+	while ((rx = layer_rxq_find(&proto->coll_q, layer_rx_has_job, job))) {
+		layer_rxq_remove(&proto->coll_q, rx);
+		layer_rx_free(proto, rx);
+		cnt++;
+	}
+	return cnt;
+}
+
+struct layer_rx_stale {
+	bool (*is_stale)(uint64_t tag, void *arg);
+	void *arg;
+};
+
+static bool layer_rx_is_stale(const struct layer_buf *buf, void *arg)
+{
+	const struct layer_rx_stale *stale = arg;
+
+	return stale->is_stale(layer_buf_hdr(buf)->tag, stale->arg);
+}
+
+void layer_rx_coll_drop(struct layer_proto *proto, bool (*is_stale)(uint64_t tag, void *arg),
+			void *arg)
+{
+	struct layer_rx_stale stale = { .is_stale = is_stale, .arg = arg };
+	struct layer_buf *buf;
+
+	while ((buf = layer_rxq_find_unexp(&proto->coll_q, layer_rx_is_stale, &stale))) {
+		layer_rxq_remove_unexp(&proto->coll_q, buf);
+		layer_rx_discard(proto, buf);
+	}
 }
 
 /* What a peek or a discard reports: the message's metadata, data only when copied. */
@@ -468,6 +554,11 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 		layer_atomic_target(proto, buf);
 		layer_core_repost(proto->core, buf);
 		return;
+	case LAYER_OP_COLL_ABORT:
+		if (proto->coll)
+			layer_coll_abort_arrive(proto->coll, hdr->tag, buf->src_addr);
+		layer_core_repost(proto->core, buf);
+		return;
 	default:
 		/* the adapters keep their handshakes */
 		layer_rx_drop(proto, buf, "a handshake out of place");
@@ -589,7 +680,7 @@ static bool layer_rx_is_from(const struct layer_buf *buf, void *conn)
 
 void layer_rx_conn_lost(struct layer_proto *proto, struct layer_conn *conn)
 {
-	struct layer_rxq *queues[] = { &proto->msg_q, &proto->tag_q };
+	struct layer_rxq *queues[] = { &proto->msg_q, &proto->tag_q, &proto->coll_q };
 	struct layer_buf *buf;
 	size_t i;
 
@@ -620,6 +711,9 @@ int layer_rx_init(struct layer_proto *proto)
 	ret = layer_rxq_init(&proto->tag_q, true);
 	if (ret)
 		goto err_fini_pool;
+	ret = layer_rxq_init(&proto->coll_q, true);
+	if (ret)
+		goto err_fini_pool;
 	return 0;
 
 err_fini_pool:
@@ -643,6 +737,7 @@ void layer_rx_fini(struct layer_proto *proto)
 
 	layer_rxq_fini(&proto->msg_q, layer_rx_fini_rx, layer_rx_fini_buf, proto);
 	cnt = layer_rxq_fini(&proto->tag_q, layer_rx_fini_rx, layer_rx_fini_buf, proto);
+	layer_rxq_fini(&proto->coll_q, layer_rx_fini_rx, layer_rx_fini_buf, proto);
 	if (cnt)
 		FI_WARN(&layer_prov, FI_LOG_EP_DATA,
 			"%zu unexpected tagged messages never matched\n", cnt);

@@ -44,7 +44,11 @@ struct layer_rx {
 	uint32_t seg_cnt;
 	/* an RMA transfer's reads (rma/): called instead of completing a receive */
 	void (*on_read_done)(struct layer_proto *proto, struct layer_rx *rx);
-	void *job;                     /* its state: the request, or the target's registration */
+	/* collective traffic (coll/): called instead of a completion (bytes received, err 0
+	 * or positive); rx is freed after it returns */
+	void (*on_done)(struct layer_proto *proto, struct layer_rx *rx, size_t len, int err);
+	void *job;                     /* their state: the request, the target's registration,
+					* the collective call */
 };
 
 /* The application's receives: 0, -FI_EAGAIN (the receive queue is full), -FI_EINVAL. */
@@ -59,6 +63,24 @@ ssize_t layer_rx_peek(struct layer_proto *proto, const struct iovec *iov, size_t
 		      void *context);
 ssize_t layer_rx_claim(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
 		       uint64_t flags, void *context);
+/*
+ * Collective traffic (coll/): a receive of the message tagged tag from src (an AV fi_addr)
+ * into len bytes at buf, in the endpoint's own queue; on_done as for struct layer_rx, which
+ * may be before this returns (the message was there). 0 or -FI_ENOMEM (then on_done is not
+ * called).
+ */
+int layer_rx_coll_post(struct layer_proto *proto, void *buf, size_t len, fi_addr_t src,
+		       uint64_t tag,
+		       void (*on_done)(struct layer_proto *proto, struct layer_rx *rx, size_t len,
+				       int err),
+		       void *job);
+/* Takes the posted collective receives of job off the queue, without calling on_done: the
+ * number taken. */
+size_t layer_rx_coll_cancel(struct layer_proto *proto, void *job);
+/* Collective messages that wait unexpected and for which is_stale(tag, arg) are dropped
+ * (a group closed). */
+void layer_rx_coll_drop(struct layer_proto *proto, bool (*is_stale)(uint64_t tag, void *arg),
+			void *arg);
 /* fi_cancel of a posted receive: 0, or -FI_ENOENT. */
 int layer_rx_cancel(struct layer_proto *proto, void *context);
 /* An AV entry was removed: directed receives whose source is gone fail (FI_EADDRNOTAVAIL). */

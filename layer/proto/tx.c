@@ -114,6 +114,8 @@ static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_ctrl)
 	tx->ctx.type = LAYER_CTX_SEND;
 	tx->state = LAYER_TX_QUEUED;
 	tx->is_ctrl = is_ctrl;
+	tx->is_counted = !is_ctrl;
+	tx->on_done = NULL;
 	tx->is_acked = false;
 	tx->ack_err = 0;
 	tx->wants_ack = false;
@@ -135,7 +137,7 @@ static void layer_tx_free(struct layer_proto *proto, struct layer_tx *tx)
 	if (tx->mr_entry)
 		layer_mr_target_put(proto->domain, tx->mr_entry, 0);
 	free(tx->bounce);
-	if (!tx->is_ctrl)
+	if (tx->is_counted)
 		proto->tx_used--;
 	util_bufpool_put(&proto->tx_pool, tx);
 }
@@ -201,7 +203,9 @@ static void layer_tx_complete(struct layer_proto *proto, struct layer_tx *tx, in
 
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "send %p (%s, %zu bytes) done: %d\n", (void *) tx,
 	       layer_op_str(tx->hdr.op), tx->len, err);
-	if (!tx->is_ctrl)
+	if (unlikely(tx->on_done))
+		tx->on_done(proto, tx->job, err);
+	else if (!tx->is_ctrl)
 		layer_tx_write_comp(proto, tx, err);
 	if (tx->is_active) {
 		conn->tx_active--;
@@ -373,6 +377,20 @@ static int layer_tx_build(struct layer_proto *proto, struct layer_conn *conn,
 	return 0;
 }
 
+static inline void layer_tx_hdr_init(struct layer_tx *tx, const struct layer_conn *conn,
+				     uint16_t flags, uint64_t tag, uint64_t data)
+{
+	tx->hdr = (struct layer_hdr) {
+		.version = LAYER_PROTO_VERSION,
+		.op = LAYER_OP_EAGER,
+		.flags = flags,
+		.key_slot = conn->chan->key_slot,
+		.size = tx->len,
+		.tag = tag,
+		.data = data,
+	};
+}
+
 ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
 		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
 		      void *context)
@@ -397,16 +415,8 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	tx->cq_flags = FI_SEND | (flags & FI_TAGGED ? FI_TAGGED : FI_MSG) |
 		       (flags & FI_COMPLETION);
 	tx->len = len;
-	tx->hdr = (struct layer_hdr) {
-		.version = LAYER_PROTO_VERSION,
-		.op = LAYER_OP_EAGER,
-		.flags = (flags & FI_REMOTE_CQ_DATA ? LAYER_HDR_CQ_DATA : 0) |
-			 (flags & FI_TAGGED ? LAYER_HDR_TAGGED : 0),
-		.key_slot = conn->chan->key_slot,
-		.size = len,
-		.tag = tag,
-		.data = data,
-	};
+	layer_tx_hdr_init(tx, conn, (flags & FI_REMOTE_CQ_DATA ? LAYER_HDR_CQ_DATA : 0) |
+				    (flags & FI_TAGGED ? LAYER_HDR_TAGGED : 0), tag, data);
 	/* The target acknowledges once the message is matched and placed (or discarded). */
 	if (flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)) {
 		ret = layer_tx_want_ack(proto, tx);
@@ -427,6 +437,39 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 err_free_tx:
 	layer_tx_free(proto, tx);
 	return ret;
+}
+
+int layer_tx_coll_send(struct layer_proto *proto, const void *buf, size_t len, fi_addr_t dest,
+		       uint64_t tag, void (*on_done)(struct layer_proto *proto, void *job, int err),
+		       void *job)
+{
+	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
+	struct layer_conn *conn;
+	struct layer_tx *tx;
+	int ret;
+
+	ret = layer_conn_get(proto->conns, dest, &conn);
+	if (unlikely(ret))
+		return ret;
+	/* not the application's: neither counted against its queue nor behind its fences */
+	tx = layer_tx_alloc(proto, true);
+	if (unlikely(!tx))
+		return -FI_ENOMEM;
+	tx->is_ctrl = false;
+	tx->on_done = on_done;
+	tx->job = job;
+	tx->context = NULL;
+	tx->flags = 0;
+	tx->cq_flags = 0;
+	tx->len = len;
+	layer_tx_hdr_init(tx, conn, LAYER_HDR_COLL, tag, 0);
+	ret = layer_tx_build(proto, conn, tx, &iov, 1);
+	if (unlikely(ret)) {
+		layer_tx_free(proto, tx);
+		return ret;
+	}
+	layer_tx_post(proto, conn, tx);
+	return 0;
 }
 
 void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx)

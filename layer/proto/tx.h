@@ -30,6 +30,10 @@ struct layer_tx {
 	uint64_t cq_flags;             /* flags reported in the completion */
 	size_t len;                    /* message bytes */
 	bool is_ctrl;                  /* provider's own message: no user completion */
+	bool is_counted;               /* an application's: counted against tx_size */
+	/* collective traffic (coll/): called instead of a user completion */
+	void (*on_done)(struct layer_proto *proto, void *job, int err);
+	void *job;
 	bool wants_ack;                /* completes on the target's ACK (rendezvous, or
 					* FI_DELIVERY_COMPLETE / FI_MATCH_COMPLETE) */
 	bool is_acked;                 /* that ACK came before the core completed the send */
@@ -61,6 +65,15 @@ struct layer_tx {
 ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
 		      fi_addr_t dest, uint64_t data, uint64_t tag, uint64_t flags,
 		      void *context);
+/*
+ * Collective traffic (coll/): len bytes at buf to dest, a message of the provider's own
+ * (LAYER_HDR_COLL with tag), outside the application's transmit queue and its fences;
+ * on_done(proto, job, err) when it completes, as a send would (err 0 or positive), which may
+ * be before this returns. 0, or -FI_E* (then on_done is not called).
+ */
+int layer_tx_coll_send(struct layer_proto *proto, const void *buf, size_t len, fi_addr_t dest,
+		       uint64_t tag, void (*on_done)(struct layer_proto *proto, void *job, int err),
+		       void *job);
 /* A control message of the protocol (ACK, PACE, UNPACE) on conn: 0 or -FI_ENOMEM. */
 int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
 		  uint16_t flags, uint64_t msg_id);
