@@ -5,6 +5,7 @@
 #include <string.h>
 #include <netinet/in.h>
 
+#include "layer/coll/coll.h"
 #include "layer/domain.h"
 #include "layer/atomic/atomic.h"
 #include "layer/addr.h"
@@ -54,7 +55,7 @@ static struct fi_ops_domain layer_domain_ops = {
 	.stx_ctx = layer_no_stx_ctx,
 	.srx_ctx = layer_no_srx_ctx,
 	.query_atomic = layer_query_atomic,
-	.query_collective = layer_no_query_collective,
+	.query_collective = layer_query_collective,
 };
 
 int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,

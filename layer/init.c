@@ -22,6 +22,7 @@ struct layer_settings layer_settings = {
 	.direct_eager_size = 256 << 10,
 	.rma_eager_size = 4 << 20,
 	.mr_cache_size = 1024,
+	.coll_large_size = 64 << 10,
 };
 
 struct fi_provider layer_prov = {
@@ -76,6 +77,10 @@ static const struct layer_param {
 	  "Registrations of rendezvous send buffers kept for reuse once their sends are done, "
 	  "over cores whose registrations do not pin memory (tcp, net, sockets, shm, udp); a "
 	  "buffer sent again is not registered again. 0 registers each send (default: 1024)" },
+	{ "coll_large_size", &layer_settings.coll_large_size, 0, (size_t) 1 << 40,
+	  "Collectives: from this many bytes of data, allreduce runs as a ring (reduce-scatter "
+	  "then allgather) instead of recursive doubling, and broadcast as a scatter then a "
+	  "ring allgather instead of a binomial tree (default: 65536)" },
 };
 
 static void layer_read_params(void)

@@ -82,13 +82,14 @@ struct layer_settings {
 	size_t direct_eager_size; /* with direct receive: the largest eager payload accepted */
 	size_t rma_eager_size; /* with direct receive: the largest RMA data with its header */
 	size_t mr_cache_size; /* rendezvous registrations kept for reuse (mr.c); 0: none */
+	size_t coll_large_size; /* collectives: bytes from which bandwidth algorithms run */
 };
 extern struct layer_settings layer_settings;
 
 /* Capabilities the endpoint implements; fi_getinfo never advertises more. */
 #define LAYER_EP_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | \
 		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | \
-		       LAYER_RMA_CAPS)
+		       FI_COLLECTIVE | LAYER_RMA_CAPS)
 /* RMA (rma/rma.h) and atomics (atomic/atomic.h): the initiator's and the target's sides,
  * remote events counted. */
 #define LAYER_RMA_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | \

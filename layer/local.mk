@@ -1,6 +1,7 @@
 # The provider: liblayer-fi.so, exporting only fi_prov_ini. The endpoint is a stack of one
 # folder per layer (layer/ep/ep.h draws it): ep/ (API), proto/ (transmit and receive paths),
-# conn/ (connections and peers), core/ (core adapters).
+# conn/ (connections and peers), core/ (core adapters); beside proto/, rma/, atomic/ and coll/
+# (collectives).
 pkglibdir = $(libdir)/libfabric
 pkglib_LTLIBRARIES = liblayer-fi.la
 liblayer_fi_la_SOURCES = \
@@ -11,7 +12,8 @@ liblayer_fi_la_SOURCES = \
 	layer/av/av.h layer/av/av.c layer/av/av_insert.c layer/av/av_event.c \
 	layer/av/av_auth.c layer/av/av_shm.c layer/av/av_set.h layer/av/av_set.c \
 	layer/ep/ep.h layer/ep/ep.c layer/ep/msg.c layer/ep/tagged.c layer/ep/rma.c \
-	layer/ep/atomic.c \
+	layer/ep/atomic.c layer/ep/coll.c \
+	layer/coll/coll.h layer/coll/coll.c layer/coll/group.c \
 	layer/rma/rma.h layer/rma/rma.c layer/rma/rma_target.c \
 	layer/atomic/atomic.h layer/atomic/atomic.c layer/atomic/atomic_target.c \
 	layer/proto/proto.h layer/proto/proto.c layer/proto/tx.h layer/proto/tx.c \

@@ -398,3 +398,79 @@ const struct fi_ops_tagged layer_no_tagged_ops = {
 	.senddata = layer_no_tsenddata,
 	.injectdata = layer_no_tinjectdata,
 };
+
+/* Collective calls on an endpoint without FI_COLLECTIVE: -FI_EOPNOTSUPP. */
+
+static ssize_t layer_no_barrier(struct fid_ep *ep, fi_addr_t coll_addr, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint64_t flags,
+				 void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_broadcast(struct fid_ep *ep, void *buf, size_t count, void *desc,
+				  fi_addr_t coll_addr, fi_addr_t root_addr,
+				  enum fi_datatype datatype, uint64_t flags, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+/* alltoall, allgather: the same arguments */
+static ssize_t layer_no_coll_move(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				  void *result, void *result_desc, fi_addr_t coll_addr,
+				  enum fi_datatype datatype, uint64_t flags, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+/* allreduce, reduce_scatter */
+static ssize_t layer_no_coll_reduce(struct fid_ep *ep, const void *buf, size_t count,
+				    void *desc, void *result, void *result_desc,
+				    fi_addr_t coll_addr, enum fi_datatype datatype, enum fi_op op,
+				    uint64_t flags, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_reduce(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+			       void *result, void *result_desc, fi_addr_t coll_addr,
+			       fi_addr_t root_addr, enum fi_datatype datatype, enum fi_op op,
+			       uint64_t flags, void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+/* scatter, gather */
+static ssize_t layer_no_coll_root(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				  void *result, void *result_desc, fi_addr_t coll_addr,
+				  fi_addr_t root_addr, enum fi_datatype datatype, uint64_t flags,
+				  void *context)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+static ssize_t layer_no_coll_msg(struct fid_ep *ep, const struct fi_msg_collective *msg,
+				 struct fi_ioc *resultv, void **result_desc, size_t result_count,
+				 uint64_t flags)
+{
+	return -FI_EOPNOTSUPP;
+}
+
+struct fi_ops_collective layer_no_collective_ops = {
+	.size = sizeof(struct fi_ops_collective),
+	.barrier = layer_no_barrier,
+	.broadcast = layer_no_broadcast,
+	.alltoall = layer_no_coll_move,
+	.allreduce = layer_no_coll_reduce,
+	.allgather = layer_no_coll_move,
+	.reduce_scatter = layer_no_coll_reduce,
+	.reduce = layer_no_reduce,
+	.scatter = layer_no_coll_root,
+	.gather = layer_no_coll_root,
+	.msg = layer_no_coll_msg,
+	.barrier2 = layer_no_barrier2,
+};

@@ -56,6 +56,9 @@ int layer_no_shutdown(struct fid_ep *ep, uint64_t flags);
 int layer_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
 		  void *context);
 
+/* endpoint data: collectives on an endpoint without FI_COLLECTIVE (-FI_EOPNOTSUPP) */
+extern struct fi_ops_collective layer_no_collective_ops;
+
 /* endpoint data: not offered at all */
 extern struct fi_ops_rma layer_no_rma_ops;
 extern struct fi_ops_atomic layer_no_atomic_ops;

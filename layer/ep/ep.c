@@ -274,6 +274,7 @@ static int layer_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			return -FI_EINVAL;
 		ep->eq = container_of(bfid, struct layer_eq, util.eq_fid.fid);
 		atomic_fetch_add(&ep->eq->util.ref, 1);
+		ep->coll.eq = ep->eq; /* FI_JOIN_COMPLETE */
 		return 0;
 	default:
 		return -FI_EINVAL;
@@ -306,6 +307,9 @@ static int layer_ep_enable(struct layer_ep *ep)
 		return ret;
 	}
 	proto->av = ep->av;
+	ep->coll.av = ep->av;
+	ep->coll.self_addr = ep->core->addr;
+	ep->coll.addrlen = ep->core->addrlen;
 	ep->domain_hook.progress = (struct util_progress) {
 		.progress = layer_ep_progress_hook,
 		.trywait = layer_ep_trywait_hook,
@@ -369,6 +373,10 @@ static int layer_ep_close(struct fid *fid)
 {
 	struct layer_ep *ep = container_of(fid, struct layer_ep, ep_fid.fid);
 
+	if (layer_coll_busy(&ep->coll)) {
+		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "close: collective groups still open\n");
+		return -FI_EBUSY;
+	}
 	/* Out of the objects whose reads drive progress first; the AV's listener mutex comes
 	 * before the endpoint's lock. */
 	if (ep->av)
@@ -382,6 +390,7 @@ static int layer_ep_close(struct fid *fid)
 	ep->core->ops->close(ep->core);
 	layer_conns_close(&ep->conns);
 	layer_proto_fini(&ep->proto);
+	layer_coll_fini(&ep->coll);
 	layer_ep_unlock(ep);
 	layer_core_free(ep->core);
 
@@ -584,7 +593,7 @@ static struct fi_ops_cm layer_ep_cm_ops = {
 	.accept = layer_no_accept,
 	.reject = layer_no_reject,
 	.shutdown = layer_no_shutdown,
-	.join = layer_no_join,
+	.join = layer_ep_join,
 };
 
 /* ---- the entry points' source check ---- */
@@ -692,6 +701,11 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 	if (ret)
 		goto err_free_core;
 	layer_ep_choose_ops(ep);
+	layer_coll_init(&ep->coll, &ep->proto);
+	if (ep->caps & FI_COLLECTIVE) {
+		ep->coll.lock = ep->is_locked ? &ep->lock : NULL;
+		ep->proto.coll = &ep->coll;
+	}
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
@@ -703,6 +717,9 @@ int layer_ep_open(struct fid_domain *domain_fid, struct fi_info *info, struct fi
 							  &layer_rma_unlocked_ops :
 			 &layer_no_rma_ops;
 	ep->ep_fid.tagged = &ep->tagged_ops;
+	ep->ep_fid.collective = ep->caps & FI_COLLECTIVE ? ep->is_locked ? &layer_coll_locked_ops :
+									   &layer_coll_unlocked_ops :
+				&layer_no_collective_ops;
 	ep->ep_fid.atomic = ep->caps & FI_ATOMIC ? ep->is_locked ? &layer_atomic_locked_ops :
 								   &layer_atomic_unlocked_ops :
 			    &layer_no_atomic_ops;

@@ -42,6 +42,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "layer/av/av.h"
+#include "layer/coll/coll.h"
 #include "layer/conn/conn.h"
 #include "layer/core/core.h"
 #include "layer/domain.h"
@@ -81,6 +82,8 @@ struct layer_ep {
 	/* the entry points, per variant and capabilities (chosen at open) */
 	struct fi_ops_msg msg_ops;
 	struct fi_ops_tagged tagged_ops;
+	/* FI_COLLECTIVE: its groups (coll/) */
+	struct layer_coll coll;
 	/* the stack */
 	struct layer_proto proto;
 	struct layer_conns conns;
@@ -114,6 +117,11 @@ extern struct fi_ops_atomic layer_atomic_unlocked_ops;
 extern const struct fi_ops_msg layer_msg_unlocked_ops;
 extern const struct fi_ops_tagged layer_tagged_locked_ops;
 extern const struct fi_ops_tagged layer_tagged_unlocked_ops;
+extern struct fi_ops_collective layer_coll_locked_ops;
+extern struct fi_ops_collective layer_coll_unlocked_ops;
+/* fi_join (coll.c): FI_COLLECTIVE groups only. */
+int layer_ep_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+		  void *context);
 
 /* ---- helpers of the entry points (msg.c, tagged.c) ---- */
 

@@ -216,9 +216,9 @@ static void check_unsatisfiable(void)
 
 	/* ofi_layer offers no collectives yet (rxm has them, over its util code). */
 	if (lt_is_layer())
-		check_refused("caps FI_COLLECTIVE", lt_hints(FI_MSG | FI_COLLECTIVE));
+		check_refused("caps FI_MULTICAST", lt_hints(FI_MSG | FI_MULTICAST));
 	else
-		lt_note("caps FI_COLLECTIVE refusal is checked for ofi_layer only");
+		lt_note("caps FI_MULTICAST refusal is checked for ofi_layer only");
 
 	hints = lt_hints(FI_MSG);
 	hints->ep_attr->type = FI_EP_DGRAM;
@@ -393,7 +393,7 @@ static void check_refusal_logged(void)
 	lt_note("sanitizer build: refusal log check not run");
 	return;
 #endif
-	snprintf(cmd, sizeof(cmd), "FI_LOG_LEVEL=info fi_info -p '%s' -c FI_COLLECTIVE 2>&1",
+	snprintf(cmd, sizeof(cmd), "FI_LOG_LEVEL=info fi_info -p '%s' -c FI_MULTICAST 2>&1",
 		 lt_prov());
 	p = popen(cmd, "r");
 	if (!LT_CHECK(p != NULL, "run %s", cmd))
@@ -403,7 +403,7 @@ static void check_refusal_logged(void)
 			has_reason = true;
 	}
 	pclose(p);
-	LT_CHECK(has_reason, "fi_info -c FI_COLLECTIVE: the log says which hint is refused");
+	LT_CHECK(has_reason, "fi_info -c FI_MULTICAST: the log says which hint is refused");
 }
 
 /* fi_domain(3) 1.20 max_ep_auth_key: every key of the AV with FI_AV_AUTH_KEY, else one. */
