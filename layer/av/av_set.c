@@ -18,7 +18,7 @@
 #include "layer/av/av_set.h"
 #include "layer/nosys.h"
 
-/* fi_av_set(3) flags: FI_UNIVERSE, and the collectives the set will be used for */
+/* fi_av_set(3) flags: FI_UNIVERSE, and the collectives the set will be used for (all there are) */
 #define LAYER_AV_SET_COLL_FLAGS                                                                    \
 	(FI_BARRIER_SET | FI_BROADCAST_SET | FI_ALLTOALL_SET | FI_ALLREDUCE_SET |                  \
 	 FI_ALLGATHER_SET | FI_REDUCE_SCATTER_SET | FI_REDUCE_SET | FI_SCATTER_SET |               \
@@ -312,12 +312,8 @@ static int layer_av_set_check_attr(const struct layer_av *av, const struct fi_av
 			(uint64_t) (attr->flags & ~LAYER_AV_SET_FLAGS));
 		return -FI_EINVAL;
 	}
-	/* fi_av_set(3): requesting an unsupported collective is an error; none is yet */
-	if (attr->flags & LAYER_AV_SET_COLL_FLAGS) {
-		FI_WARN(&layer_prov, FI_LOG_AV, "av_set: collectives are not supported yet\n");
-		return -FI_ENOSYS;
-	}
-
+	/* fi_av_set(3)'s collective flags name calls the set will be used for: every one is
+	 * supported (coll/), so they change nothing */
 	if (attr->comm_key_size > LAYER_AV_SET_COMM_KEY_MAX) {
 		FI_WARN(&layer_prov, FI_LOG_AV, "av_set: comm_key_size %zu above the limit (%d)\n",
 			attr->comm_key_size, LAYER_AV_SET_COMM_KEY_MAX);

@@ -399,10 +399,11 @@ static void test_create(struct ctx *c)
 	attr = empty_attr();
 	attr.flags = UNKNOWN_FLAG;
 	check_create(av, attr, -FI_EINVAL, NULL, -1, "create: unknown flag");
+	/* the collectives a set will be used for: all supported */
 	attr.flags = FI_BARRIER_SET;
-	check_create(av, attr, -FI_ENOSYS, NULL, -1, "create: FI_BARRIER_SET (no collectives)");
-	attr.flags = FI_UNIVERSE | FI_ALLREDUCE_SET;
-	check_create(av, attr, -FI_ENOSYS, NULL, -1, "create: FI_ALLREDUCE_SET (no collectives)");
+	check_create(av, attr, 0, NULL, 0, "create: FI_BARRIER_SET");
+	attr.flags = FI_UNIVERSE | FI_ALLREDUCE_SET | FI_GATHER_SET;
+	check_create(av, attr, 0, NULL, -1, "create: FI_ALLREDUCE_SET | FI_GATHER_SET");
 
 	k.av = av;
 	check_guarded(call_av_set, &k, -FI_EINVAL, "create: NULL attr");
