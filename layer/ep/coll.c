@@ -73,6 +73,11 @@ static int layer_coll_check_bufs(const struct layer_coll_args *args, uint32_t ra
 	}
 }
 
+static bool layer_coll_has_root(enum fi_collective_op kind)
+{
+	return kind == FI_BROADCAST || kind == FI_REDUCE || kind == FI_SCATTER || kind == FI_GATHER;
+}
+
 /* Every call: its arguments checked, then started on its group. */
 static inline __attribute__((always_inline)) ssize_t
 layer_ep_coll(struct fid_ep *ep_fid, fi_addr_t coll_addr, fi_addr_t root_addr,
@@ -97,7 +102,7 @@ layer_ep_coll(struct fid_ep *ep_fid, fi_addr_t coll_addr, fi_addr_t root_addr,
 		ret = -FI_EINVAL;
 		goto leave;
 	}
-	root = root_addr == FI_ADDR_NOTAVAIL ? 0 : layer_coll_group_rank(group, root_addr);
+	root = layer_coll_has_root(args->kind) ? layer_coll_group_rank(group, root_addr) : 0;
 	if (unlikely(root < 0)) {
 		LAYER_WARN_ONCE(FI_LOG_EP_DATA, "collective: the root is not a member\n");
 		ret = -FI_EINVAL;
@@ -109,11 +114,6 @@ layer_ep_coll(struct fid_ep *ep_fid, fi_addr_t coll_addr, fi_addr_t root_addr,
 		ret = layer_coll_start(group, args);
 leave:
 	return layer_ep_leave(ep, ret, is_locked);
-}
-
-static bool layer_coll_has_root(enum fi_collective_op kind)
-{
-	return kind == FI_BROADCAST || kind == FI_REDUCE || kind == FI_SCATTER || kind == FI_GATHER;
 }
 
 /* fi_msg_collective: one ioc of input (the broadcast's buffer), one of result. */
