@@ -76,6 +76,10 @@ tests_functional_test_rma_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_atomic
 tests_functional_test_atomic_SOURCES = tests/functional/test_atomic.c $(func_common)
 tests_functional_test_atomic_LDADD = util/libutil.la $(func_ldadd)
+func_tests += tests/functional/test_coll
+tests_functional_test_coll_SOURCES = tests/functional/test_coll.c tests/functional/test_coll.h \
+	tests/functional/test_coll_data.c tests/functional/test_coll_join.c $(func_common)
+tests_functional_test_coll_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_peer_loss
 tests_functional_test_peer_loss_SOURCES = tests/functional/test_peer_loss.c $(func_common)
 tests_functional_test_peer_loss_LDADD = $(func_ldadd)
