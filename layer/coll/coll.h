@@ -189,6 +189,8 @@ void layer_coll_join_done(struct layer_coll_op *op);
 
 /* COLL_ABORT from src: the call named by tag failed there. */
 void layer_coll_abort_arrive(struct layer_coll *coll, uint64_t tag, fi_addr_t src);
+/* An AV entry was removed: the groups it was a member of fail (FI_EADDRNOTAVAIL). */
+void layer_coll_av_removed(struct layer_coll *coll);
 /* The connection to the peer at fi_addr failed with err: its groups fail. */
 void layer_coll_peer_lost(struct layer_coll *coll, fi_addr_t fi_addr, int err);
 

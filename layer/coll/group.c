@@ -447,3 +447,51 @@ again:
 		}
 	}
 }
+
+/* Whether some member of group has left the AV. */
+static bool layer_coll_group_lost_member(struct layer_coll *coll,
+					 const struct layer_coll_group *group)
+{
+	uint8_t addr[LAYER_ADDR_MAX];
+	uint32_t r;
+
+	for (r = 0; r < group->size; r++) {
+		if (layer_av_get_addr(coll->av, group->members[r], addr, NULL))
+			return true;
+	}
+	return false;
+}
+
+void layer_coll_av_removed(struct layer_coll *coll)
+{
+	uint8_t addr[LAYER_ADDR_MAX];
+	struct layer_coll_pair *pair, *tmp;
+	struct layer_coll_group *group;
+	struct layer_coll_op *op;
+	struct util_dlist *item;
+	uint32_t id;
+
+	if (!coll->av)
+		return;
+	/* a peer inserted again at that fi_addr starts counting its joins from 0 */
+	HASH_ITER(hh, coll->pairs, pair, tmp) {
+		if (layer_av_get_addr(coll->av, pair->addr, addr, NULL)) {
+			HASH_DEL(coll->pairs, pair);
+			free(pair);
+		}
+	}
+	/* the groups of a member gone cannot go on: nothing of it will come any more */
+	for (id = 0; id < LAYER_COLL_GROUP_MAX; id++) {
+		group = coll->groups[id];
+		if (group && !group->err && layer_coll_group_lost_member(coll, group))
+			layer_coll_group_lost(group, FI_EADDRNOTAVAIL);
+	}
+again:
+	util_dlist_foreach(&coll->joins, item) {
+		op = container_of(item, struct layer_coll_op, link);
+		if (!op->is_done && !op->err && layer_coll_group_lost_member(coll, op->group)) {
+			layer_coll_group_lost(op->group, FI_EADDRNOTAVAIL);
+			goto again;
+		}
+	}
+}

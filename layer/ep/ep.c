@@ -79,7 +79,8 @@ static void layer_ep_on_av_insert(void *arg)
 /*
  * An AV entry was removed: what waits on that peer completes with an error instead of
  * reaching an address that may be reused. Sends go with their connection; directed
- * receives whose source is gone complete with FI_EADDRNOTAVAIL.
+ * receives whose source is gone complete with FI_EADDRNOTAVAIL, and so do the collective
+ * groups it was a member of.
  */
 static void layer_ep_on_av_remove(void *arg, size_t index)
 {
@@ -88,6 +89,7 @@ static void layer_ep_on_av_remove(void *arg, size_t index)
 	layer_ep_lock(ep);
 	layer_conns_av_removed(&ep->conns, index);
 	layer_rx_av_removed(&ep->proto);
+	layer_coll_av_removed(&ep->coll);
 	layer_ep_unlock(ep);
 }
 
