@@ -3,6 +3,8 @@
 # and bandwidth row over tcp;ofi_layer, with the benchmark's own set-up and with --fabtests
 # (separate CQs, fi_inject, the server learning the client from its first message). Fails when
 # a row shows "fail" or "-" instead of a number; the figures themselves are not looked at.
+# Then fi_coll_bench: two calls of every collective row with 2 ranks over tcp;ofi_layer, which
+# must exit 0; its exit status 77 (the provider offers no FI_COLLECTIVE) counts as a skip.
 set -u
 bench=${LAYER_TEST_BUILDDIR:-.}/fi_layer_bench
 [ -x "$bench" ] || { echo "FAIL: $bench not built"; exit 1; }
@@ -21,4 +23,18 @@ for mode in "" --fabtests; do
 		echo "ok   fi_layer_bench ${mode:-(own set-up)}: $rows rows"
 	fi
 done
+
+coll=${LAYER_TEST_BUILDDIR:-.}/fi_coll_bench
+[ -x "$coll" ] || { echo "FAIL: $coll not built"; exit 1; }
+out=$("$coll" -n 2 -i 2 -w 1 -r 1 -T 30 -p "tcp;ofi_layer" 2>&1)
+rc=$?
+case $rc in
+0) echo "ok   fi_coll_bench: 2 ranks, every row" ;;
+77) echo "skip fi_coll_bench: tcp;ofi_layer offers no FI_COLLECTIVE" ;;
+*)
+	echo "FAIL fi_coll_bench: exit $rc"
+	printf '%s\n' "$out" | tail -20
+	status=1
+	;;
+esac
 exit $status
