@@ -78,7 +78,8 @@ tests_functional_test_atomic_SOURCES = tests/functional/test_atomic.c $(func_com
 tests_functional_test_atomic_LDADD = util/libutil.la $(func_ldadd)
 func_tests += tests/functional/test_coll
 tests_functional_test_coll_SOURCES = tests/functional/test_coll.c tests/functional/test_coll.h \
-	tests/functional/test_coll_data.c tests/functional/test_coll_join.c $(func_common)
+	tests/functional/test_coll_data.c tests/functional/test_coll_join.c \
+	tests/functional/test_coll_more.c $(func_common)
 tests_functional_test_coll_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_peer_loss
 tests_functional_test_peer_loss_SOURCES = tests/functional/test_peer_loss.c $(func_common)

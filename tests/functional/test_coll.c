@@ -5,7 +5,8 @@
  * every root), and shorter ones of 8 and 16 ranks. This file: the ranks (processes, the names
  * they swap, the meetings between sections) and what fi_getinfo says; the calls and their
  * results are in test_coll_data.c; the joins, the bad arguments and the loss of a member in
- * test_coll_join.c.
+ * test_coll_join.c; closes refused while busy, an AV entry removed, the calls' flags, the msg
+ * entry and FI_SELECTIVE_COMPLETION in test_coll_more.c.
  *
  * Ranks: LAYER_TEST_COLL_RANKS or the first argument, a comma-separated list ("2,3,4,8,16" by
  * default). Exit status as common.h says; 77 when fi_getinfo offers no FI_COLLECTIVE.
@@ -83,11 +84,11 @@ void coll_mismatch_at(unsigned *bad, const char *file, int line, const char *fmt
 
 /* ---- completions ---- */
 
-int coll_wait(void *ctx)
+int coll_wait_cq(struct lt_cq *cq, void *ctx)
 {
 	struct lt_comp comp;
 
-	if (!lt_cq_next(&me.ep.tx, &comp, LT_TIMEOUT_MS)) {
+	if (!lt_cq_next(cq, &comp, LT_TIMEOUT_MS)) {
 		me.is_desync = true;
 		return COLL_TIMED_OUT;
 	}
@@ -98,6 +99,11 @@ int coll_wait(void *ctx)
 	if (comp.err)
 		return comp.err;
 	return comp.flags & FI_COLLECTIVE ? 0 : COLL_NO_FLAG;
+}
+
+int coll_wait(void *ctx)
+{
+	return coll_wait_cq(&me.ep.tx, ctx);
 }
 
 int coll_run(ssize_t posted, void *ctx)
@@ -292,6 +298,10 @@ static const struct section {
 	{"two groups", join_two_groups, ALWAYS},
 	{"join and close again", join_cycles, FULL},
 	{"bad input", bad_input, ALWAYS},
+	{"close while busy", more_close_busy, FULL},
+	{"AV removal", more_av_remove, FULL},
+	{"flags and the msg entry", more_flags_msg, FULL},
+	{"selective completion", more_selective, FULL},
 	{"dead member", dead_member, DEAD},
 };
 

@@ -1,8 +1,9 @@
 /*
- * Shared by the three files of test_coll (the ranks and passes in test_coll.c, the data path
- * in test_coll_data.c, the groups in test_coll_join.c): one process per rank (rank 0 is the program
- * itself, ranks 1..n-1 are children started with lt_child_spawn), every rank running the same
- * sections in the same order. Between sections the ranks meet through their pipes to rank 0
+ * Shared by the four files of test_coll (the ranks and passes in test_coll.c, the data path
+ * in test_coll_data.c, the groups in test_coll_join.c, closes refused, AV removal, flags, the
+ * msg entry and selective completion in test_coll_more.c): one process per rank (rank 0 is the
+ * program itself, ranks 1..n-1 are children started with lt_child_spawn), every rank running the
+ * same sections in the same order. Between sections the ranks meet through their pipes to rank 0
  * (coll_sync), never through the provider, so one rank's failure cannot leave the others
  * waiting for more than one bounded wait.
  */
@@ -72,6 +73,8 @@ void coll_mismatch_at(unsigned *bad, const char *file, int line, const char *fmt
  * entry's err (positive), or one of COLL_TIMED_OUT, COLL_OTHER_CTX, COLL_NO_FLAG.
  */
 int coll_wait(void *ctx);
+/* coll_wait on another endpoint's transmit CQ. */
+int coll_wait_cq(struct lt_cq *cq, void *ctx);
 /* coll_wait after a post that returned posted (a failed post is returned as is). */
 int coll_run(ssize_t posted, void *ctx);
 /* What a coll_run/coll_wait outcome means, for a check line. */
@@ -79,6 +82,9 @@ const char *coll_str(int ret, char *buf, size_t len);
 
 /* Joins a group, waiting for FI_JOIN_COMPLETE with every field checked: the group or NULL. */
 struct fid_mc *coll_join(fi_addr_t coll_addr, const struct fid_av_set *set, const char *name);
+/* coll_join on another endpoint, whose joins are reported on eq. */
+struct fid_mc *coll_join_on(struct fid_ep *ep, struct fid_eq *eq, fi_addr_t coll_addr,
+			    const struct fid_av_set *set, const char *name);
 /* An AV set of the ranks start..end every stride-th (fi_av_set attributes), or NULL. */
 struct fid_av_set *coll_range_set(uint32_t start, uint32_t end, uint32_t stride);
 /* fi_av_set_addr, or FI_ADDR_NOTAVAIL. */
@@ -112,5 +118,11 @@ void join_two_groups(void);
 void join_cycles(void);
 void bad_input(void);
 void dead_member(void);
+
+/* Sections of test_coll_more.c */
+void more_close_busy(void);
+void more_av_remove(void);
+void more_flags_msg(void);
+void more_selective(void);
 
 #endif /* LAYER_TEST_COLL_H */

@@ -16,18 +16,18 @@
 
 /* ---- helpers ---- */
 
-/* The next EQ event (buf may be NULL with len 0): fi_eq_read's return, -err of an error event. */
-static ssize_t wait_event(uint32_t *event, void *buf, size_t len)
+/* The next event of eq (buf may be NULL, len 0): fi_eq_read's return, -err of an error event. */
+static ssize_t wait_event(struct fid_eq *eq, uint32_t *event, void *buf, size_t len)
 {
 	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
 	struct fi_eq_err_entry err;
 	ssize_t ret;
 
 	for (;;) {
-		ret = fi_eq_read(me.eq, event, buf, len, 0);
+		ret = fi_eq_read(eq, event, buf, len, 0);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
-			ret = fi_eq_readerr(me.eq, &err, 0);
+			ret = fi_eq_readerr(eq, &err, 0);
 			return ret < 0 ? ret : -(ssize_t) (err.err ? err.err : FI_EOTHER);
 		}
 		if (ret != -FI_EAGAIN)
@@ -39,7 +39,8 @@ static ssize_t wait_event(uint32_t *event, void *buf, size_t len)
 	}
 }
 
-struct fid_mc *coll_join(fi_addr_t coll_addr, const struct fid_av_set *set, const char *name)
+struct fid_mc *coll_join_on(struct fid_ep *ep, struct fid_eq *eq, fi_addr_t coll_addr,
+			    const struct fid_av_set *set, const char *name)
 {
 	struct fi_eq_entry entry = {0};
 	struct fi_context2 ctx;
@@ -47,13 +48,13 @@ struct fid_mc *coll_join(fi_addr_t coll_addr, const struct fid_av_set *set, cons
 	uint32_t event = 0;
 	ssize_t ret;
 
-	ret = fi_join_collective(me.ep.ep, coll_addr, set, 0, &mc, &ctx);
+	ret = fi_join_collective(ep, coll_addr, set, 0, &mc, &ctx);
 	if (ret) {
 		CHECK_RET(ret, 0, "%s: fi_join_collective", name);
 		me.is_desync = true;
 		return NULL;
 	}
-	ret = wait_event(&event, &entry, sizeof(entry));
+	ret = wait_event(eq, &event, &entry, sizeof(entry));
 	if (ret == (ssize_t) sizeof(entry) && event == FI_JOIN_COMPLETE && entry.fid == &mc->fid &&
 	    entry.context == &ctx)
 		return mc;
@@ -66,6 +67,11 @@ struct fid_mc *coll_join(fi_addr_t coll_addr, const struct fid_av_set *set, cons
 	if (ret != -FI_ETIMEDOUT)
 		fi_close(&mc->fid);
 	return NULL;
+}
+
+struct fid_mc *coll_join(fi_addr_t coll_addr, const struct fid_av_set *set, const char *name)
+{
+	return coll_join_on(me.ep.ep, me.eq, coll_addr, set, name);
 }
 
 static struct fid_av_set *open_set(struct fid_av *av, struct fi_av_set_attr *attr, const char *what)
@@ -233,7 +239,7 @@ void join_universe(void)
 		goto out;
 	}
 	/* fabtests' fi_multinode_coll reads the event without a buffer */
-	ret = wait_event(&event, NULL, 0);
+	ret = wait_event(me.eq, &event, NULL, 0);
 	if (!CHECK(ret == 0 && event == FI_JOIN_COMPLETE,
 		   "FI_UNIVERSE: fi_eq_read without a buffer gives 0 and FI_JOIN_COMPLETE (%zd, "
 		   "event %u)",
