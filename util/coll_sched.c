@@ -32,6 +32,8 @@ const char *util_coll_algo_str(enum util_coll_algo algo)
 		return "linear";
 	case UTIL_COLL_ALGO_PAIRWISE:
 		return "pairwise exchange";
+	case UTIL_COLL_ALGO_BRUCK:
+		return "Bruck";
 	}
 	return "?";
 }
@@ -357,14 +359,47 @@ enum util_coll_algo util_coll_reduce_scatter(struct util_coll_sched *s, uint32_t
 	return n == 1 ? UTIL_COLL_ALGO_NONE : UTIL_COLL_ALGO_RING;
 }
 
+/*
+ * Bruck's allgather: TMP holds the blocks rotated by rank (its block j is member rank + j's).
+ * Round 1 + k sends the first min(2^k, n - 2^k) blocks gathered so far to rank - 2^k and
+ * receives as many from rank + 2^k behind them: ceil(log2 n) messages instead of n - 1, the
+ * same bytes; a final copy puts the blocks in place.
+ */
+static void util_coll_bruck_allgather(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				      size_t len)
+{
+	uint32_t rounds = util_coll_log2_ceil(n), k, dist, cnt;
+
+	util_coll_need_tmp(s, n * len);
+	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_TMP, 0, UTIL_COLL_SRC, 0, len);
+	for (k = 0; k < rounds; k++) {
+		dist = (uint32_t) 1 << k;
+		cnt = UTIL_MIN(dist, n - dist);
+		util_coll_send(s, 1 + k, (rank + n - dist) % n, UTIL_COLL_TMP, 0, cnt * len);
+		util_coll_recv(s, 1 + k, (rank + dist) % n, UTIL_COLL_TMP, dist * len, cnt * len);
+	}
+	/* TMP block j is member (rank + j) % n's: two runs */
+	util_coll_local(s, UTIL_COLL_COPY, (uint16_t) rounds, UTIL_COLL_DST, rank * len,
+			UTIL_COLL_TMP, 0, (n - rank) * len);
+	util_coll_local(s, UTIL_COLL_COPY, (uint16_t) rounds, UTIL_COLL_DST, 0, UTIL_COLL_TMP,
+			(n - rank) * len, rank * len);
+}
+
 enum util_coll_algo util_coll_allgather(struct util_coll_sched *s, uint32_t rank, uint32_t n,
-					size_t count, size_t esize)
+					size_t count, size_t esize, size_t large_bytes)
 {
 	size_t len = count * esize;
 
-	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, rank * len, UTIL_COLL_SRC, 0, len);
-	if (n == 1 || !count)
+	if (n == 1 || !count) {
+		util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, rank * len, UTIL_COLL_SRC, 0,
+				len);
 		return UTIL_COLL_ALGO_NONE;
+	}
+	if (n * len < large_bytes) {
+		util_coll_bruck_allgather(s, rank, n, len);
+		return UTIL_COLL_ALGO_BRUCK;
+	}
+	util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, rank * len, UTIL_COLL_SRC, 0, len);
 	/* n blocks of count each: the same as count * n shared out over n */
 	util_coll_ring_allgather(s, rank, n, 0, count * n, esize, 1);
 	return UTIL_COLL_ALGO_RING;

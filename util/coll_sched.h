@@ -63,6 +63,7 @@ enum util_coll_algo {
 	UTIL_COLL_ALGO_SCATTER_ALLGATHER, /* broadcast: binomial scatter + ring allgather */
 	UTIL_COLL_ALGO_LINEAR,	       /* scatter, gather: root and each member directly */
 	UTIL_COLL_ALGO_PAIRWISE,       /* alltoall: n - 1 exchanges */
+	UTIL_COLL_ALGO_BRUCK,	       /* allgather: ceil(log2 n) rounds of doubling runs */
 };
 
 const char *util_coll_algo_str(enum util_coll_algo algo);
@@ -81,7 +82,8 @@ void util_coll_block(size_t count, uint32_t n, uint32_t i, size_t *first, size_t
 /*
  * Builders: each appends rank's steps (rank < n, n >= 1) and returns the algorithm used;
  * counts are elements of esize bytes. Which algorithm: large_bytes is the size from which
- * the bandwidth-optimal one is used (allreduce: ring; broadcast: scatter + allgather).
+ * the bandwidth-optimal one is used (allreduce: ring; broadcast: scatter + allgather;
+ * allgather: ring instead of Bruck's).
  */
 /* Barrier: DST, SRC unused. */
 enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n);
@@ -99,9 +101,10 @@ enum util_coll_algo util_coll_reduce(struct util_coll_sched *s, uint32_t rank, u
 /* Reduce-scatter: DST (member i's block of count, util_coll_block) = op over SRC. */
 enum util_coll_algo util_coll_reduce_scatter(struct util_coll_sched *s, uint32_t rank,
 					     uint32_t n, size_t count, size_t esize);
-/* Allgather: DST (n blocks of count) block i = member i's SRC (count elements). */
+/* Allgather: DST (n blocks of count) block i = member i's SRC (count elements); Bruck's
+ * below large_bytes of result (fewer messages), a ring from there (neighbours only). */
 enum util_coll_algo util_coll_allgather(struct util_coll_sched *s, uint32_t rank, uint32_t n,
-					size_t count, size_t esize);
+					size_t count, size_t esize, size_t large_bytes);
 /* Scatter from root: DST (count) = block rank of root's SRC (n blocks of count). */
 enum util_coll_algo util_coll_scatter(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 				      uint32_t root, size_t count, size_t esize);

@@ -351,7 +351,7 @@ static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 	case FI_REDUCE_SCATTER:
 		return util_coll_reduce_scatter(s, rank, n, count, esize);
 	case FI_ALLGATHER:
-		return util_coll_allgather(s, rank, n, count, esize);
+		return util_coll_allgather(s, rank, n, count, esize, large_bytes);
 	case FI_SCATTER:
 		return util_coll_scatter(s, rank, n, args->root, count, esize);
 	case FI_GATHER:

@@ -107,7 +107,7 @@ static enum util_coll_algo build(enum coll c, struct util_coll_sched *s, uint32_
 	case REDUCE_SCATTER:
 		return util_coll_reduce_scatter(s, rank, n, count, ES);
 	case ALLGATHER:
-		return util_coll_allgather(s, rank, n, count, ES);
+		return util_coll_allgather(s, rank, n, count, ES, large);
 	case SCATTER:
 		return util_coll_scatter(s, rank, n, root, count, ES);
 	case GATHER:
@@ -357,6 +357,11 @@ static void test_allgather(void **state)
 	each_group(ALLGATHER, 0);
 }
 
+static void test_allgather_bruck(void **state)
+{
+	each_group(ALLGATHER, SIZE_MAX);
+}
+
 static void test_scatter(void **state)
 {
 	each_group(SCATTER, 0);
@@ -390,6 +395,11 @@ static void test_algorithm_choice(void **state)
 			 UTIL_COLL_ALGO_SCATTER_ALLGATHER);
 	util_coll_sched_reset(&s);
 	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 10, ES, 4096), UTIL_COLL_ALGO_BINOMIAL);
+	util_coll_sched_reset(&s);
+	/* allgather: by the size of the whole result */
+	assert_int_equal(util_coll_allgather(&s, 2, 4, 1000, ES, 4096), UTIL_COLL_ALGO_RING);
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_allgather(&s, 2, 4, 10, ES, 4096), UTIL_COLL_ALGO_BRUCK);
 	util_coll_sched_reset(&s);
 	assert_int_equal(util_coll_barrier(&s, 0, 1), UTIL_COLL_ALGO_NONE);
 	assert_int_equal(s.cnt, 0);
@@ -428,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_reduce),
 		cmocka_unit_test(test_reduce_scatter),
 		cmocka_unit_test(test_allgather),
+		cmocka_unit_test(test_allgather_bruck),
 		cmocka_unit_test(test_scatter),
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_alltoall),
