@@ -79,8 +79,9 @@ static const struct layer_param {
 	  "buffer sent again is not registered again. 0 registers each send (default: 1024)" },
 	{ "coll_large_size", &layer_settings.coll_large_size, 0, (size_t) 1 << 40,
 	  "Collectives: from this many bytes of data, allreduce runs as a ring (reduce-scatter "
-	  "then allgather) instead of recursive doubling, and broadcast as a scatter then a "
-	  "ring allgather instead of a binomial tree (default: 65536)" },
+	  "then allgather) instead of recursive doubling, broadcast as a scatter then a ring "
+	  "allgather instead of a binomial tree, and allgather (its whole result) as a ring "
+	  "instead of Bruck's algorithm (default: 65536)" },
 };
 
 static void layer_read_params(void)
