@@ -23,6 +23,7 @@ struct layer_settings layer_settings = {
 	.rma_eager_size = 4 << 20,
 	.mr_cache_size = 1024,
 	.coll_large_size = 64 << 10,
+	.coll_ring_allgather_size = 1 << 20,
 };
 
 struct fi_provider layer_prov = {
@@ -79,9 +80,13 @@ static const struct layer_param {
 	  "buffer sent again is not registered again. 0 registers each send (default: 1024)" },
 	{ "coll_large_size", &layer_settings.coll_large_size, 0, (size_t) 1 << 40,
 	  "Collectives: from this many bytes of data, allreduce runs as a ring (reduce-scatter "
-	  "then allgather) instead of recursive doubling, broadcast as a scatter then a ring "
-	  "allgather instead of a binomial tree, and allgather (its whole result) as a ring "
-	  "instead of Bruck's algorithm (default: 65536)" },
+	  "then allgather) instead of recursive doubling, and broadcast as a scatter then a "
+	  "ring allgather instead of a binomial tree (default: 65536)" },
+	{ "coll_ring_allgather_size", &layer_settings.coll_ring_allgather_size, 0,
+	  (size_t) 1 << 40,
+	  "Collectives: from this many bytes of result, allgather runs as a ring (n - 1 "
+	  "messages per member, neighbours only) instead of by Bruck's algorithm (ceil(log2 n) "
+	  "messages, the same bytes, a final copy) (default: 1048576)" },
 };
 
 static void layer_read_params(void)

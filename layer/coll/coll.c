@@ -72,6 +72,7 @@ void layer_coll_init(struct layer_coll *coll, struct layer_proto *proto)
 	memset(coll, 0, sizeof(*coll));
 	coll->proto = proto;
 	coll->large_bytes = layer_settings.coll_large_size;
+	coll->ring_allgather_bytes = layer_settings.coll_ring_allgather_size;
 	util_dlist_init(&coll->joins);
 	util_dlist_init(&coll->free_ops);
 }
@@ -332,8 +333,11 @@ static int layer_coll_sort(struct util_coll_sched *s)
 
 static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 					    const struct layer_coll_args *args, uint32_t rank,
-					    uint32_t n, size_t large_bytes)
+					    uint32_t n)
 {
+	const struct layer_coll *coll = op->group->coll;
+	/* a join's few hundred bytes: latency first */
+	size_t large_bytes = op->join_seq ? SIZE_MAX : coll->large_bytes;
 	struct util_coll_sched *s = &op->sched;
 	size_t esize = util_atomic_dt_size(args->datatype), count = args->count;
 
@@ -351,7 +355,7 @@ static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 	case FI_REDUCE_SCATTER:
 		return util_coll_reduce_scatter(s, rank, n, count, esize);
 	case FI_ALLGATHER:
-		return util_coll_allgather(s, rank, n, count, esize, large_bytes);
+		return util_coll_allgather(s, rank, n, count, esize, coll->ring_allgather_bytes);
 	case FI_SCATTER:
 		return util_coll_scatter(s, rank, n, args->root, count, esize);
 	case FI_GATHER:
@@ -364,7 +368,7 @@ static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 
 /* Builds op's schedule for args, at rank of n, and its scratch: 0 or -FI_ENOMEM. */
 int layer_coll_prepare(struct layer_coll_op *op, const struct layer_coll_args *args,
-		       uint32_t rank, uint32_t n, size_t large_bytes)
+		       uint32_t rank, uint32_t n)
 {
 	void *tmp;
 
@@ -375,7 +379,7 @@ int layer_coll_prepare(struct layer_coll_op *op, const struct layer_coll_args *a
 	op->dst = args->dst;
 	op->context = args->context;
 	op->flags = args->flags;
-	op->algo = layer_coll_build(op, args, rank, n, large_bytes);
+	op->algo = layer_coll_build(op, args, rank, n);
 	if (op->sched.err || layer_coll_sort(&op->sched))
 		return -FI_ENOMEM;
 	if (op->sched.tmp_len > op->tmp_cap) {
@@ -398,7 +402,7 @@ ssize_t layer_coll_start(struct layer_coll_group *group, const struct layer_coll
 	if (!op)
 		return -FI_ENOMEM;
 	op->group = group;
-	ret = layer_coll_prepare(op, args, group->rank, group->size, coll->large_bytes);
+	ret = layer_coll_prepare(op, args, group->rank, group->size);
 	if (ret) {
 		layer_coll_op_put(coll, op);
 		return ret;

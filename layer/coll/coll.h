@@ -119,6 +119,7 @@ struct layer_coll {
 	const void *self_addr;         /* the endpoint's address (normalised), addrlen bytes */
 	size_t addrlen;
 	size_t large_bytes;            /* FI_OFI_LAYER_COLL_LARGE_SIZE: bandwidth algorithms */
+	size_t ring_allgather_bytes;   /* FI_OFI_LAYER_COLL_RING_ALLGATHER_SIZE */
 	struct layer_coll_group *groups[LAYER_COLL_GROUP_MAX]; /* by id, once joined */
 	uint16_t gens[LAYER_COLL_GROUP_MAX]; /* of each id, in its address */
 	size_t open_cnt;               /* groups not closed (joined or joining) */
@@ -173,7 +174,7 @@ int layer_coll_check_type(enum fi_collective_op kind, enum fi_op op, enum fi_dat
 
 /* Builds op's schedule for args at rank of n, and its scratch: 0 or -FI_ENOMEM. */
 int layer_coll_prepare(struct layer_coll_op *op, const struct layer_coll_args *args,
-		       uint32_t rank, uint32_t n, size_t large_bytes);
+		       uint32_t rank, uint32_t n);
 /* Runs an op built and linked until it waits (its first rounds, or what came in since). */
 void layer_coll_op_run(struct layer_coll_op *op);
 /* An op whose group failed or was aborted: fails (its receives taken back). */

@@ -238,8 +238,7 @@ static int layer_coll_join_op(struct layer_coll *coll, struct layer_coll_group *
 		goto err;
 	args.src = bits;
 	args.dst = bits + LAYER_COLL_BITMAP_WORDS;
-	/* latency first: a few hundred bytes */
-	ret = layer_coll_prepare(op, &args, group->rank, group->size, SIZE_MAX);
+	ret = layer_coll_prepare(op, &args, group->rank, group->size);
 	if (ret)
 		goto err;
 	for (r = 0; r < group->size; r++) {
