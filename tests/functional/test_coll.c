@@ -2,14 +2,14 @@
  * Collectives (fi_collective(3)) through the public API, one process per rank: fi_getinfo and
  * fi_query_collective; then passes of n = 2, 3, 4 ranks (every collective, every operation and
  * datatype fi_query_collective accepts, counts 0, 1, 7, 3n+1 and one above the eager size,
- * every root), and shorter ones of 8 and 16 ranks. This file: the ranks (processes, the names
- * they swap, the meetings between sections) and what fi_getinfo says; the calls and their
+ * every root), and shorter ones of 8, 16 and 64 ranks. This file: the ranks (processes, the
+ * names they swap, the meetings between sections) and what fi_getinfo says; the calls and their
  * results are in test_coll_data.c; the joins, the bad arguments and the loss of a member in
  * test_coll_join.c; closes refused while busy, an AV entry removed, the calls' flags, the msg
  * entry and FI_SELECTIVE_COMPLETION in test_coll_more.c.
  *
- * Ranks: LAYER_TEST_COLL_RANKS or the first argument, a comma-separated list ("2,3,4,8,16" by
- * default). Exit status as common.h says; 77 when fi_getinfo offers no FI_COLLECTIVE.
+ * Ranks: LAYER_TEST_COLL_RANKS or the first argument, a comma-separated list
+ * ("2,3,4,8,16,64" by default). Exit status as common.h says; 77 when fi_getinfo offers no FI_COLLECTIVE.
  */
 #include "test_coll.h"
 
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #define HANG_GUARD_S 120 /* per pass, re-armed at each (lt_begin's guard is for one program) */
-#define DEFAULT_RANKS "2,3,4,8,16"
+#define DEFAULT_RANKS "2,3,4,8,16,64"
 #define FULL_MAX_RANKS 4
 #define SYNC_SLACK_MS 15000
 

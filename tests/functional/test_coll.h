@@ -17,7 +17,7 @@
 
 #include "common.h"
 
-#define COLL_MAX_RANKS 16
+#define COLL_MAX_RANKS 64
 /* Bytes after every output buffer that no collective may touch. */
 #define COLL_GUARD 64
 #define COLL_GUARD_BYTE 0xa5
