@@ -9,7 +9,8 @@
  * entry and FI_SELECTIVE_COMPLETION in test_coll_more.c.
  *
  * Ranks: LAYER_TEST_COLL_RANKS or the first argument, a comma-separated list
- * ("2,3,4,8,16,64" by default). Exit status as common.h says; 77 when fi_getinfo offers no FI_COLLECTIVE.
+ * ("2,3,4,8,16,64" by default). Exit status as common.h says; 77 when fi_getinfo offers no
+ * FI_COLLECTIVE.
  */
 #include "test_coll.h"
 
