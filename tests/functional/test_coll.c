@@ -296,6 +296,7 @@ static const struct section {
 	{"tag space", data_tag_space, ALWAYS},
 	{"subsets", join_subsets, ALWAYS},
 	{"join from a group", join_from_parent, ALWAYS},
+	{"join during traffic", join_during_traffic, ALWAYS},
 	{"two groups", join_two_groups, ALWAYS},
 	{"join and close again", join_cycles, FULL},
 	{"bad input", bad_input, ALWAYS},

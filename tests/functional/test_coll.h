@@ -114,6 +114,7 @@ void join_universe(void);
 void join_self(void);
 void join_subsets(void);
 void join_from_parent(void);
+void join_during_traffic(void);
 void join_two_groups(void);
 void join_cycles(void);
 void bad_input(void);

@@ -7,6 +7,8 @@
  */
 #include "test_coll.h"
 
+#include <inttypes.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -423,6 +425,39 @@ out:
 }
 
 /* ---- groups open and used at once ---- */
+
+/*
+ * A join while a call of a joined group is on its way: the join's messages and the call's
+ * share the connections and interleave; both complete, the call with the right sum, and the
+ * new group works.
+ */
+void join_during_traffic(void)
+{
+	uint64_t in = me.rank + 1, out = 0, want = (uint64_t) me.n * (me.n + 1) / 2;
+	struct fid_av_set *set = coll_range_set(0, me.n - 1, 1);
+	struct fid_mc *mc = NULL;
+	struct fi_context2 ctx;
+	char why[128];
+	ssize_t posted;
+	int ret;
+
+	posted = LT_RETRY(fi_allreduce(me.ep.ep, &in, 1, NULL, &out, NULL, me.world_addr,
+				       FI_UINT64, FI_SUM, 0, &ctx));
+	if (!CHECK_RET(posted, 0, "join during traffic: an allreduce on the world posted")) {
+		me.is_desync = true;
+		goto out;
+	}
+	mc = join_set(set, "join during traffic: a new group");
+	ret = coll_wait(&ctx);
+	CHECK(!ret && out == want, "join during traffic: the allreduce completes (%s) with %" PRIu64
+	      " (want %" PRIu64 ")", coll_str(ret, why, sizeof(why)), out, want);
+	if (mc)
+		coll_sum_ok(fi_mc_addr(mc), me.rank + 1, (uint32_t) want,
+			    "join during traffic: the new group");
+out:
+	close_mc(&mc);
+	close_set(&set);
+}
 
 void join_two_groups(void)
 {
