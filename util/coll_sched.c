@@ -34,6 +34,8 @@ const char *util_coll_algo_str(enum util_coll_algo algo)
 		return "pairwise exchange";
 	case UTIL_COLL_ALGO_BRUCK:
 		return "Bruck";
+	case UTIL_COLL_ALGO_PAIRED:
+		return "recursive doubling over pairs";
 	}
 	return "?";
 }
@@ -130,12 +132,21 @@ static void util_coll_need_tmp(struct util_coll_sched *s, size_t len)
 	s->tmp_len = UTIL_MAX(s->tmp_len, len);
 }
 
-enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n)
+static void util_coll_rd(struct util_coll_sched *s, uint32_t rank, uint32_t n, size_t len,
+			 bool paired);
+
+enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				      bool paired)
 {
 	uint32_t k, rounds = util_coll_log2_ceil(n), dist;
 
 	if (n == 1)
 		return UTIL_COLL_ALGO_NONE;
+	if (paired && n >= 4) {
+		/* recursive doubling over pairs: messages of no bytes (util_coll_rd) */
+		util_coll_rd(s, rank, n, 0, true);
+		return UTIL_COLL_ALGO_PAIRED;
+	}
 	/* round k: tell rank + 2^k, hear from rank - 2^k; messages carry no bytes */
 	for (k = 0; k < rounds; k++) {
 		dist = (uint32_t) 1 << k;
@@ -233,18 +244,81 @@ enum util_coll_algo util_coll_broadcast(struct util_coll_sched *s, uint32_t rank
 	return UTIL_COLL_ALGO_SCATTER_ALLGATHER;
 }
 
-/* The rank whose place is vr among the ranks of a recursive-doubling phase (see below). */
-static uint32_t util_coll_rd_rank(uint32_t vr, uint32_t extra)
+/*
+ * Recursive doubling of DST (len bytes; a barrier's messages carry nothing) among p
+ * participants, p a power of two: the largest one not above n, or with paired (n itself a
+ * power of two, n >= 4) n / 2. The first 2 * (n - p) members pair up, 2j with 2j + 1: one of
+ * each pair hands its vector to the other in round 1 (reduced into DST from TMP) and gets
+ * the result back in the last round; the leaders and the unpaired members exchange whole
+ * vectors log2(p) times in between. Pairing every member halves the messages for one more
+ * round each way: where members share cores, the messages are what costs. Leaders alternate
+ * between the pair's odd and even member (1, 2, 5, 6...), so that with members placed round
+ * robin on two cores or in blocks, each core leads as often.
+ */
+static uint32_t util_coll_rd_leader(uint32_t pair)
 {
-	return vr < extra ? 2 * vr + 1 : vr + extra;
+	return 2 * pair + 1 - pair % 2;
+}
+
+static void util_coll_rd_msg(struct util_coll_sched *s, enum util_coll_kind kind, uint16_t round,
+			     uint32_t peer, enum util_coll_buf buf, size_t len, bool is_barrier)
+{
+	if (is_barrier)
+		util_coll_add(s, &(struct util_coll_step) { .kind = kind, .buf = UTIL_COLL_DST,
+			      .round = round, .peer = peer });
+	else if (kind == UTIL_COLL_SEND)
+		util_coll_send(s, round, peer, buf, 0, len);
+	else
+		util_coll_recv(s, round, peer, buf, 0, len);
+}
+
+static void util_coll_rd(struct util_coll_sched *s, uint32_t rank, uint32_t n, size_t len,
+			 bool paired)
+{
+	bool is_barrier = !len;
+	uint32_t p, extra, levels, vr, k, peer, pair = rank / 2;
+
+	for (p = 1; 2 * p <= n; p *= 2)
+		;
+	if (paired && p == n && n >= 4)
+		p = n / 2;
+	extra = n - p;
+	levels = util_coll_log2_ceil(p);
+	if (rank < 2 * extra) {
+		peer = rank ^ 1;
+		if (rank != util_coll_rd_leader(pair)) {
+			util_coll_rd_msg(s, UTIL_COLL_SEND, 1, peer, UTIL_COLL_DST, len, is_barrier);
+			util_coll_rd_msg(s, UTIL_COLL_RECV, (uint16_t) (2 + levels), peer,
+					 UTIL_COLL_DST, len, is_barrier);
+			return;
+		}
+		util_coll_rd_msg(s, UTIL_COLL_RECV, 1, peer, UTIL_COLL_TMP, len, is_barrier);
+		util_coll_local(s, UTIL_COLL_REDUCE, 1, UTIL_COLL_DST, 0, UTIL_COLL_TMP, 0, len);
+	}
+	/* vr: the place among the p participants, the pairs' leaders first */
+	vr = rank < 2 * extra ? pair : rank - extra;
+	for (k = 0; k < levels; k++) {
+		uint32_t other = vr ^ ((uint32_t) 1 << k);
+
+		peer = other < extra ? util_coll_rd_leader(other) : other + extra;
+		util_coll_rd_msg(s, UTIL_COLL_SEND, (uint16_t) (2 + k), peer, UTIL_COLL_DST, len,
+				 is_barrier);
+		util_coll_rd_msg(s, UTIL_COLL_RECV, (uint16_t) (2 + k), peer, UTIL_COLL_TMP, len,
+				 is_barrier);
+		util_coll_local(s, UTIL_COLL_REDUCE, (uint16_t) (2 + k), UTIL_COLL_DST, 0,
+				UTIL_COLL_TMP, 0, len);
+	}
+	if (rank < 2 * extra)
+		util_coll_rd_msg(s, UTIL_COLL_SEND, (uint16_t) (2 + levels), rank ^ 1, UTIL_COLL_DST,
+				 len, is_barrier);
 }
 
 enum util_coll_algo util_coll_allreduce(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 					size_t count, size_t esize, size_t large_bytes,
-					int in_place)
+					int in_place, bool paired)
 {
 	size_t len = count * esize, off, blen;
-	uint32_t p2, extra, k, levels, vr, right, left;
+	uint32_t k, right, left;
 
 	if (!in_place)
 		util_coll_local(s, UTIL_COLL_COPY, 0, UTIL_COLL_DST, 0, UTIL_COLL_SRC, 0, len);
@@ -271,36 +345,10 @@ enum util_coll_algo util_coll_allreduce(struct util_coll_sched *s, uint32_t rank
 		return UTIL_COLL_ALGO_RING;
 	}
 
-	/*
-	 * Recursive doubling over the largest power of two p2 <= n: the first 2 * extra ranks
-	 * pair up first (the even one hands its vector to the odd one and waits for the
-	 * result), the others and the odd ones exchange whole vectors log2(p2) times.
-	 */
-	for (p2 = 1; 2 * p2 <= n; p2 *= 2)
-		;
-	extra = n - p2;
-	levels = util_coll_log2_ceil(p2);
 	util_coll_need_tmp(s, len);
-	if (rank < 2 * extra) {
-		if (rank % 2 == 0) {
-			util_coll_send(s, 1, rank + 1, UTIL_COLL_DST, 0, len);
-			util_coll_recv(s, 2 + levels, rank + 1, UTIL_COLL_DST, 0, len);
-			return UTIL_COLL_ALGO_RECURSIVE_DOUBLING;
-		}
-		util_coll_recv(s, 1, rank - 1, UTIL_COLL_TMP, 0, len);
-		util_coll_local(s, UTIL_COLL_REDUCE, 1, UTIL_COLL_DST, 0, UTIL_COLL_TMP, 0, len);
-	}
-	vr = rank < 2 * extra ? rank / 2 : rank - extra;
-	for (k = 0; k < levels; k++) {
-		uint32_t peer = util_coll_rd_rank(vr ^ ((uint32_t) 1 << k), extra);
-
-		util_coll_send(s, 2 + k, peer, UTIL_COLL_DST, 0, len);
-		util_coll_recv(s, 2 + k, peer, UTIL_COLL_TMP, 0, len);
-		util_coll_local(s, UTIL_COLL_REDUCE, 2 + k, UTIL_COLL_DST, 0, UTIL_COLL_TMP, 0,
-				len);
-	}
-	if (rank < 2 * extra)
-		util_coll_send(s, 2 + levels, rank - 1, UTIL_COLL_DST, 0, len);
+	util_coll_rd(s, rank, n, len, paired);
+	if (paired && n >= 4 && !(n & (n - 1)))
+		return UTIL_COLL_ALGO_PAIRED;
 	return UTIL_COLL_ALGO_RECURSIVE_DOUBLING;
 }
 

@@ -19,6 +19,7 @@
 #ifndef UTIL_COLL_SCHED_H
 #define UTIL_COLL_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,9 @@ enum util_coll_algo {
 	UTIL_COLL_ALGO_LINEAR,	       /* scatter, gather: root and each member directly */
 	UTIL_COLL_ALGO_PAIRWISE,       /* alltoall: n - 1 exchanges */
 	UTIL_COLL_ALGO_BRUCK,	       /* allgather: ceil(log2 n) rounds of doubling runs */
+	UTIL_COLL_ALGO_PAIRED,	       /* barrier, allreduce: recursive doubling among the
+					* leaders of pairs, log2 n + 1 rounds, half the
+					* messages of recursive doubling or dissemination */
 };
 
 const char *util_coll_algo_str(enum util_coll_algo algo);
@@ -85,16 +89,24 @@ void util_coll_block(size_t count, uint32_t n, uint32_t i, size_t *first, size_t
  * the bandwidth-optimal one is used (allreduce: ring; broadcast: scatter + allgather;
  * allgather: ring instead of Bruck's).
  */
-/* Barrier: DST, SRC unused. */
-enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n);
+/*
+ * Barrier: DST, SRC unused. Dissemination (ceil(log2 n) rounds, n messages each); with paired
+ * and n >= 4, recursive doubling over pairs (one round more, about half the messages).
+ */
+enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n,
+				      bool paired);
 /* Broadcast of count elements of DST from root (DST is the input at root). */
 enum util_coll_algo util_coll_broadcast(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 					uint32_t root, size_t count, size_t esize,
 					size_t large_bytes);
-/* Allreduce: DST = op over members of SRC (count elements; SRC may be DST: in place). */
+/*
+ * Allreduce: DST = op over members of SRC (count elements; SRC may be DST: in place). Below
+ * large_bytes recursive doubling (a non-power of two folds its extra members in pairs
+ * first), with paired over pairs of every member when n >= 4 is a power of two.
+ */
 enum util_coll_algo util_coll_allreduce(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 					size_t count, size_t esize, size_t large_bytes,
-					int in_place);
+					int in_place, bool paired);
 /* Reduce to root: root's DST = op over members of SRC; others have no DST. */
 enum util_coll_algo util_coll_reduce(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 				     uint32_t root, size_t count, size_t esize, int in_place);

@@ -73,6 +73,7 @@ void layer_coll_init(struct layer_coll *coll, struct layer_proto *proto)
 	coll->proto = proto;
 	coll->large_bytes = layer_settings.coll_large_size;
 	coll->ring_allgather_bytes = layer_settings.coll_ring_allgather_size;
+	coll->is_paired = layer_settings.coll_paired;
 	util_dlist_init(&coll->joins);
 	util_dlist_init(&coll->free_ops);
 }
@@ -343,12 +344,12 @@ static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 
 	switch (args->kind) {
 	case FI_BARRIER:
-		return util_coll_barrier(s, rank, n);
+		return util_coll_barrier(s, rank, n, coll->is_paired);
 	case FI_BROADCAST:
 		return util_coll_broadcast(s, rank, n, args->root, count, esize, large_bytes);
 	case FI_ALLREDUCE:
 		return util_coll_allreduce(s, rank, n, count, esize, large_bytes,
-					   args->src == args->dst);
+					   args->src == args->dst, coll->is_paired);
 	case FI_REDUCE:
 		return util_coll_reduce(s, rank, n, args->root, count, esize,
 					args->src == args->dst);

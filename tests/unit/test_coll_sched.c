@@ -92,16 +92,19 @@ static void sizes(enum coll c, uint32_t n, uint32_t rank, uint32_t root, size_t 
 	}
 }
 
+/* Barrier and allreduce: recursive doubling over pairs (util_coll_rd) instead. */
+static bool paired;
+
 static enum util_coll_algo build(enum coll c, struct util_coll_sched *s, uint32_t rank,
 				 uint32_t n, uint32_t root, size_t count, size_t large)
 {
 	switch (c) {
 	case BARRIER:
-		return util_coll_barrier(s, rank, n);
+		return util_coll_barrier(s, rank, n, paired);
 	case BROADCAST:
 		return util_coll_broadcast(s, rank, n, root, count, ES, large);
 	case ALLREDUCE:
-		return util_coll_allreduce(s, rank, n, count, ES, large, 0);
+		return util_coll_allreduce(s, rank, n, count, ES, large, 0, paired);
 	case REDUCE:
 		return util_coll_reduce(s, rank, n, root, count, ES, 0);
 	case REDUCE_SCATTER:
@@ -342,6 +345,14 @@ static void test_allreduce_ring(void **state)
 	each_group(ALLREDUCE, 0);
 }
 
+static void test_paired(void **state)
+{
+	paired = true;
+	each_group(BARRIER, 0);
+	each_group(ALLREDUCE, SIZE_MAX);
+	paired = false;
+}
+
 static void test_reduce(void **state)
 {
 	each_group(REDUCE, 0);
@@ -383,12 +394,13 @@ static void test_algorithm_choice(void **state)
 	struct util_coll_sched s;
 
 	util_coll_sched_init(&s);
-	assert_int_equal(util_coll_allreduce(&s, 0, 4, 1000, ES, 4096, 0), UTIL_COLL_ALGO_RING);
+	assert_int_equal(util_coll_allreduce(&s, 0, 4, 1000, ES, 4096, 0, true),
+			 UTIL_COLL_ALGO_RING);
 	util_coll_sched_reset(&s);
-	assert_int_equal(util_coll_allreduce(&s, 0, 4, 100, ES, 4096, 0),
+	assert_int_equal(util_coll_allreduce(&s, 0, 4, 100, ES, 4096, 0, false),
 			 UTIL_COLL_ALGO_RECURSIVE_DOUBLING);
 	util_coll_sched_reset(&s);
-	assert_int_equal(util_coll_allreduce(&s, 0, 8, 4, ES, 0, 0),
+	assert_int_equal(util_coll_allreduce(&s, 0, 8, 4, ES, 0, 0, false),
 			 UTIL_COLL_ALGO_RECURSIVE_DOUBLING);
 	util_coll_sched_reset(&s);
 	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 1000, ES, 4096),
@@ -401,11 +413,27 @@ static void test_algorithm_choice(void **state)
 	util_coll_sched_reset(&s);
 	assert_int_equal(util_coll_allgather(&s, 2, 4, 10, ES, 4096), UTIL_COLL_ALGO_BRUCK);
 	util_coll_sched_reset(&s);
-	assert_int_equal(util_coll_barrier(&s, 0, 1), UTIL_COLL_ALGO_NONE);
+	assert_int_equal(util_coll_barrier(&s, 0, 1, true), UTIL_COLL_ALGO_NONE);
 	assert_int_equal(s.cnt, 0);
 	/* a barrier of n takes ceil(log2 n) rounds after the local one */
-	assert_int_equal(util_coll_barrier(&s, 0, 5), UTIL_COLL_ALGO_DISSEMINATION);
+	assert_int_equal(util_coll_barrier(&s, 0, 5, false), UTIL_COLL_ALGO_DISSEMINATION);
 	assert_int_equal(s.rounds, 4);
+	/* over pairs: a power of two from 4, one round more each way, half the messages */
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_barrier(&s, 1, 8, true), UTIL_COLL_ALGO_PAIRED);
+	assert_int_equal(s.rounds, 5);
+	assert_int_equal(s.cnt, 6); /* a leader: in, 2 exchanges, out */
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_barrier(&s, 0, 8, true), UTIL_COLL_ALGO_PAIRED);
+	assert_int_equal(s.cnt, 2); /* the other of its pair: out, in */
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_allreduce(&s, 0, 8, 4, ES, SIZE_MAX, 0, true),
+			 UTIL_COLL_ALGO_PAIRED);
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_allreduce(&s, 0, 6, 4, ES, SIZE_MAX, 0, true),
+			 UTIL_COLL_ALGO_RECURSIVE_DOUBLING);
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_barrier(&s, 0, 2, true), UTIL_COLL_ALGO_DISSEMINATION);
 	util_coll_sched_fini(&s);
 }
 
@@ -435,6 +463,7 @@ int main(void)
 		cmocka_unit_test(test_broadcast_scatter_allgather),
 		cmocka_unit_test(test_allreduce_recursive_doubling),
 		cmocka_unit_test(test_allreduce_ring),
+		cmocka_unit_test(test_paired),
 		cmocka_unit_test(test_reduce),
 		cmocka_unit_test(test_reduce_scatter),
 		cmocka_unit_test(test_allgather),
