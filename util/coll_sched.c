@@ -175,6 +175,32 @@ static void util_coll_blocks(size_t count, uint32_t n, uint32_t a, uint32_t b, s
 }
 
 /*
+ * A binomial tree's places: the inner nodes are the places with low bits clear (every other
+ * place forwards), so numbering places by rank order would put every forwarding member on
+ * one parity of rank. Places are interleaved instead: place p < ceil(n / 2) is the member 2p
+ * after the root, the others the odd ones, so that members placed round robin on cores (rank
+ * r on core r mod c, as mpirun and fabtests' runners place them) share the forwarding, and
+ * members placed in blocks are no worse off. Any permutation keeps the tree's shape.
+ */
+static uint32_t util_coll_place_rank(uint32_t place, uint32_t n, uint32_t root, bool interleave)
+{
+	uint32_t half = (n + 1) / 2;
+
+	if (interleave)
+		place = place < half ? 2 * place : 2 * (place - half) + 1;
+	return (place + root) % n;
+}
+
+static uint32_t util_coll_rank_place(uint32_t rank, uint32_t n, uint32_t root, bool interleave)
+{
+	uint32_t rel = (rank + n - root) % n;
+
+	if (!interleave)
+		return rel;
+	return rel % 2 ? rel / 2 + (n + 1) / 2 : rel / 2;
+}
+
+/*
  * Binomial broadcast of blocks [vr, ...) in the ranks relative to root (vr = rank - root):
  * whole is true for the whole vector to every rank, false for a scatter of block j to rank
  * j. Rounds 1 .. K.
@@ -182,7 +208,8 @@ static void util_coll_blocks(size_t count, uint32_t n, uint32_t a, uint32_t b, s
 static void util_coll_binomial_down(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 				    uint32_t root, size_t count, size_t esize, bool whole)
 {
-	uint32_t k = util_coll_log2_ceil(n), vr = (rank + n - root) % n;
+	/* a scatter's blocks follow rank order: its places cannot be interleaved */
+	uint32_t k = util_coll_log2_ceil(n), vr = util_coll_rank_place(rank, n, root, whole);
 	uint32_t low = vr ? vr & -vr : (uint32_t) 1 << k; /* the subtree this rank heads */
 	uint32_t level = util_coll_log2_ceil(low), mask, child; /* low: a power of two */
 	size_t off = 0, len = count * esize;
@@ -190,8 +217,8 @@ static void util_coll_binomial_down(struct util_coll_sched *s, uint32_t rank, ui
 	if (vr) {
 		if (!whole)
 			util_coll_blocks(count, n, vr, UTIL_MIN(vr + low, n), esize, &off, &len);
-		util_coll_recv(s, (uint16_t) (k - level), (vr - low + root) % n, UTIL_COLL_DST,
-			       off, len);
+		util_coll_recv(s, (uint16_t) (k - level),
+			       util_coll_place_rank(vr - low, n, root, whole), UTIL_COLL_DST, off, len);
 	}
 	for (mask = low >> 1; mask; mask >>= 1) {
 		level--;
@@ -201,8 +228,8 @@ static void util_coll_binomial_down(struct util_coll_sched *s, uint32_t rank, ui
 		if (!whole)
 			util_coll_blocks(count, n, child, UTIL_MIN(child + mask, n), esize, &off,
 					 &len);
-		util_coll_send(s, (uint16_t) (k - level), (child + root) % n, UTIL_COLL_DST, off,
-			       len);
+		util_coll_send(s, (uint16_t) (k - level), util_coll_place_rank(child, n, root, whole),
+			       UTIL_COLL_DST, off, len);
 	}
 }
 
@@ -355,7 +382,7 @@ enum util_coll_algo util_coll_allreduce(struct util_coll_sched *s, uint32_t rank
 enum util_coll_algo util_coll_reduce(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 				     uint32_t root, size_t count, size_t esize, int in_place)
 {
-	uint32_t vr = (rank + n - root) % n, k, mask;
+	uint32_t vr = util_coll_rank_place(rank, n, root, true), k, mask;
 	size_t len = count * esize, scratch = rank == root ? 0 : len;
 	enum util_coll_buf acc = rank == root ? UTIL_COLL_DST : UTIL_COLL_TMP;
 
@@ -368,12 +395,13 @@ enum util_coll_algo util_coll_reduce(struct util_coll_sched *s, uint32_t rank, u
 	for (k = 0; ((uint64_t) 1 << k) < n; k++) {
 		mask = (uint32_t) 1 << k;
 		if (vr & mask) {
-			util_coll_send(s, 1 + k, (vr - mask + root) % n, acc, 0, len);
+			util_coll_send(s, 1 + k, util_coll_place_rank(vr - mask, n, root, true), acc,
+				       0, len);
 			break;
 		}
 		if (vr + mask < n) {
-			util_coll_recv(s, 1 + k, (vr + mask + root) % n, UTIL_COLL_TMP, scratch,
-				       len);
+			util_coll_recv(s, 1 + k, util_coll_place_rank(vr + mask, n, root, true),
+				       UTIL_COLL_TMP, scratch, len);
 			util_coll_local(s, UTIL_COLL_REDUCE, 1 + k, acc, 0, UTIL_COLL_TMP,
 					scratch, len);
 		}
