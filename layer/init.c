@@ -25,6 +25,7 @@ struct layer_settings layer_settings = {
 	.coll_large_size = 64 << 10,
 	.coll_ring_allgather_size = 1 << 20,
 	.coll_paired = 1,
+	.coll_segment_size = 256 << 10,
 };
 
 struct fi_provider layer_prov = {
@@ -81,8 +82,11 @@ static const struct layer_param {
 	  "buffer sent again is not registered again. 0 registers each send (default: 1024)" },
 	{ "coll_large_size", &layer_settings.coll_large_size, 0, (size_t) 1 << 40,
 	  "Collectives: from this many bytes of data, allreduce runs as a ring (reduce-scatter "
-	  "then allgather) instead of recursive doubling, and broadcast as a scatter then a "
-	  "ring allgather instead of a binomial tree (default: 65536)" },
+	  "then allgather) instead of recursive doubling, and broadcast pipelines its data down "
+	  "the tree in segments (default: 65536)" },
+	{ "coll_segment_size", &layer_settings.coll_segment_size, 1, (size_t) 1 << 30,
+	  "Collectives: the bytes of each segment a large broadcast pipelines down its tree "
+	  "(default: 262144)" },
 	{ "coll_ring_allgather_size", &layer_settings.coll_ring_allgather_size, 0,
 	  (size_t) 1 << 40,
 	  "Collectives: from this many bytes of result, allgather runs as a ring (n - 1 "

@@ -26,8 +26,8 @@ const char *util_coll_algo_str(enum util_coll_algo algo)
 		return "ring";
 	case UTIL_COLL_ALGO_BINOMIAL:
 		return "binomial tree";
-	case UTIL_COLL_ALGO_SCATTER_ALLGATHER:
-		return "scatter + allgather";
+	case UTIL_COLL_ALGO_PIPELINED:
+		return "pipelined binomial tree";
 	case UTIL_COLL_ALGO_LINEAR:
 		return "linear";
 	case UTIL_COLL_ALGO_PAIRWISE:
@@ -201,35 +201,33 @@ static uint32_t util_coll_rank_place(uint32_t rank, uint32_t n, uint32_t root, b
 }
 
 /*
- * Binomial broadcast of blocks [vr, ...) in the ranks relative to root (vr = rank - root):
- * whole is true for the whole vector to every rank, false for a scatter of block j to rank
- * j. Rounds 1 .. K.
+ * Binomial broadcast of DST (len bytes) from root over the interleaved places, in segments of
+ * at most seg bytes: segment i runs down the tree i rounds behind the first, so that a member
+ * forwards one segment while the next arrives. Rounds 1 .. ceil(log2 n) + segments - 1.
  */
 static void util_coll_binomial_down(struct util_coll_sched *s, uint32_t rank, uint32_t n,
-				    uint32_t root, size_t count, size_t esize, bool whole)
+				    uint32_t root, size_t len, size_t seg)
 {
-	/* a scatter's blocks follow rank order: its places cannot be interleaved */
-	uint32_t k = util_coll_log2_ceil(n), vr = util_coll_rank_place(rank, n, root, whole);
+	uint32_t k = util_coll_log2_ceil(n), vr = util_coll_rank_place(rank, n, root, true);
 	uint32_t low = vr ? vr & -vr : (uint32_t) 1 << k; /* the subtree this rank heads */
-	uint32_t level = util_coll_log2_ceil(low), mask, child; /* low: a power of two */
-	size_t off = 0, len = count * esize;
+	uint32_t level = util_coll_log2_ceil(low), mask, child, lv; /* low: a power of two */
+	size_t off, cnt;
+	uint32_t i;
 
-	if (vr) {
-		if (!whole)
-			util_coll_blocks(count, n, vr, UTIL_MIN(vr + low, n), esize, &off, &len);
-		util_coll_recv(s, (uint16_t) (k - level),
-			       util_coll_place_rank(vr - low, n, root, whole), UTIL_COLL_DST, off, len);
-	}
-	for (mask = low >> 1; mask; mask >>= 1) {
-		level--;
-		child = vr + mask;
-		if (child >= n)
-			continue;
-		if (!whole)
-			util_coll_blocks(count, n, child, UTIL_MIN(child + mask, n), esize, &off,
-					 &len);
-		util_coll_send(s, (uint16_t) (k - level), util_coll_place_rank(child, n, root, whole),
-			       UTIL_COLL_DST, off, len);
+	for (i = 0, off = 0; off < len; i++, off += seg) {
+		cnt = UTIL_MIN(seg, len - off);
+		if (vr)
+			util_coll_recv(s, (uint16_t) (i + k - level),
+				       util_coll_place_rank(vr - low, n, root, true), UTIL_COLL_DST, off,
+				       cnt);
+		for (mask = low >> 1, lv = level; mask; mask >>= 1) {
+			lv--;
+			child = vr + mask;
+			if (child < n)
+				util_coll_send(s, (uint16_t) (i + k - lv),
+					       util_coll_place_rank(child, n, root, true),
+					       UTIL_COLL_DST, off, cnt);
+		}
 	}
 }
 
@@ -256,19 +254,18 @@ static void util_coll_ring_allgather(struct util_coll_sched *s, uint32_t rank, u
 
 enum util_coll_algo util_coll_broadcast(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 					uint32_t root, size_t count, size_t esize,
-					size_t large_bytes)
+					size_t large_bytes, size_t seg_bytes)
 {
+	size_t len = count * esize, seg = UTIL_MAX(seg_bytes / esize, 1) * esize;
+
 	if (n == 1 || !count)
 		return UTIL_COLL_ALGO_NONE;
-	if (count * esize < large_bytes || count < n) {
-		util_coll_binomial_down(s, rank, n, root, count, esize, true);
+	if (len < large_bytes || seg >= len) {
+		util_coll_binomial_down(s, rank, n, root, len, len);
 		return UTIL_COLL_ALGO_BINOMIAL;
 	}
-	/* each rank gets its block down the tree, then the ring passes every block round */
-	util_coll_binomial_down(s, rank, n, root, count, esize, false);
-	util_coll_ring_allgather(s, rank, n, root, count, esize,
-				 (uint16_t) (1 + util_coll_log2_ceil(n)));
-	return UTIL_COLL_ALGO_SCATTER_ALLGATHER;
+	util_coll_binomial_down(s, rank, n, root, len, seg);
+	return UTIL_COLL_ALGO_PIPELINED;
 }
 
 /*

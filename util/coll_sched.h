@@ -61,7 +61,7 @@ enum util_coll_algo {
 	UTIL_COLL_ALGO_RING,	       /* allreduce: reduce-scatter + allgather rings;
 					* allgather, reduce-scatter: a ring */
 	UTIL_COLL_ALGO_BINOMIAL,       /* broadcast, reduce: a binomial tree from/to root */
-	UTIL_COLL_ALGO_SCATTER_ALLGATHER, /* broadcast: binomial scatter + ring allgather */
+	UTIL_COLL_ALGO_PIPELINED,      /* broadcast: a binomial tree, in segments */
 	UTIL_COLL_ALGO_LINEAR,	       /* scatter, gather: root and each member directly */
 	UTIL_COLL_ALGO_PAIRWISE,       /* alltoall: n - 1 exchanges */
 	UTIL_COLL_ALGO_BRUCK,	       /* allgather: ceil(log2 n) rounds of doubling runs */
@@ -86,7 +86,7 @@ void util_coll_block(size_t count, uint32_t n, uint32_t i, size_t *first, size_t
 /*
  * Builders: each appends rank's steps (rank < n, n >= 1) and returns the algorithm used;
  * counts are elements of esize bytes. Which algorithm: large_bytes is the size from which
- * the bandwidth-optimal one is used (allreduce: ring; broadcast: scatter + allgather;
+ * the bandwidth-optimal one is used (allreduce: ring; broadcast: pipelined segments;
  * allgather: ring instead of Bruck's).
  */
 /*
@@ -95,10 +95,14 @@ void util_coll_block(size_t count, uint32_t n, uint32_t i, size_t *first, size_t
  */
 enum util_coll_algo util_coll_barrier(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 				      bool paired);
-/* Broadcast of count elements of DST from root (DST is the input at root). */
+/*
+ * Broadcast of count elements of DST from root (DST is the input at root): a binomial tree,
+ * its places interleaved (util_coll_place_rank); from large_bytes in segments of seg_bytes
+ * (rounded down to whole elements), pipelined down the tree.
+ */
 enum util_coll_algo util_coll_broadcast(struct util_coll_sched *s, uint32_t rank, uint32_t n,
 					uint32_t root, size_t count, size_t esize,
-					size_t large_bytes);
+					size_t large_bytes, size_t seg_bytes);
 /*
  * Allreduce: DST = op over members of SRC (count elements; SRC may be DST: in place). Below
  * large_bytes recursive doubling (a non-power of two folds its extra members in pairs

@@ -74,6 +74,7 @@ void layer_coll_init(struct layer_coll *coll, struct layer_proto *proto)
 	coll->large_bytes = layer_settings.coll_large_size;
 	coll->ring_allgather_bytes = layer_settings.coll_ring_allgather_size;
 	coll->is_paired = layer_settings.coll_paired;
+	coll->segment_bytes = layer_settings.coll_segment_size;
 	util_dlist_init(&coll->joins);
 	util_dlist_init(&coll->free_ops);
 }
@@ -346,7 +347,8 @@ static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 	case FI_BARRIER:
 		return util_coll_barrier(s, rank, n, coll->is_paired);
 	case FI_BROADCAST:
-		return util_coll_broadcast(s, rank, n, args->root, count, esize, large_bytes);
+		return util_coll_broadcast(s, rank, n, args->root, count, esize, large_bytes,
+					   coll->segment_bytes);
 	case FI_ALLREDUCE:
 		return util_coll_allreduce(s, rank, n, count, esize, large_bytes,
 					   args->src == args->dst, coll->is_paired);

@@ -121,6 +121,7 @@ struct layer_coll {
 	size_t large_bytes;            /* FI_OFI_LAYER_COLL_LARGE_SIZE: bandwidth algorithms */
 	size_t ring_allgather_bytes;   /* FI_OFI_LAYER_COLL_RING_ALLGATHER_SIZE */
 	bool is_paired;                /* FI_OFI_LAYER_COLL_PAIRED: barrier, small allreduce */
+	size_t segment_bytes;          /* FI_OFI_LAYER_COLL_SEGMENT_SIZE: large broadcasts */
 	struct layer_coll_group *groups[LAYER_COLL_GROUP_MAX]; /* by id, once joined */
 	uint16_t gens[LAYER_COLL_GROUP_MAX]; /* of each id, in its address */
 	size_t open_cnt;               /* groups not closed (joined or joining) */

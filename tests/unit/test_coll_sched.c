@@ -102,7 +102,7 @@ static enum util_coll_algo build(enum coll c, struct util_coll_sched *s, uint32_
 	case BARRIER:
 		return util_coll_barrier(s, rank, n, paired);
 	case BROADCAST:
-		return util_coll_broadcast(s, rank, n, root, count, ES, large);
+		return util_coll_broadcast(s, rank, n, root, count, ES, large, 3 * ES);
 	case ALLREDUCE:
 		return util_coll_allreduce(s, rank, n, count, ES, large, 0, paired);
 	case REDUCE:
@@ -330,7 +330,7 @@ static void test_broadcast_binomial(void **state)
 	each_group(BROADCAST, SIZE_MAX);
 }
 
-static void test_broadcast_scatter_allgather(void **state)
+static void test_broadcast_pipelined(void **state)
 {
 	each_group(BROADCAST, 0);
 }
@@ -403,10 +403,15 @@ static void test_algorithm_choice(void **state)
 	assert_int_equal(util_coll_allreduce(&s, 0, 8, 4, ES, 0, 0, false),
 			 UTIL_COLL_ALGO_RECURSIVE_DOUBLING);
 	util_coll_sched_reset(&s);
-	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 1000, ES, 4096),
-			 UTIL_COLL_ALGO_SCATTER_ALLGATHER);
+	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 1000, ES, 4096, 1024),
+			 UTIL_COLL_ALGO_PIPELINED);
 	util_coll_sched_reset(&s);
-	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 10, ES, 4096), UTIL_COLL_ALGO_BINOMIAL);
+	/* one segment is the whole: the tree alone */
+	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 1000, ES, 4096, 8000),
+			 UTIL_COLL_ALGO_BINOMIAL);
+	util_coll_sched_reset(&s);
+	assert_int_equal(util_coll_broadcast(&s, 1, 4, 0, 10, ES, 4096, 1024),
+			 UTIL_COLL_ALGO_BINOMIAL);
 	util_coll_sched_reset(&s);
 	/* allgather: by the size of the whole result */
 	assert_int_equal(util_coll_allgather(&s, 2, 4, 1000, ES, 4096), UTIL_COLL_ALGO_RING);
@@ -460,7 +465,7 @@ int main(void)
 		cmocka_unit_test(test_algorithm_choice),
 		cmocka_unit_test(test_barrier),
 		cmocka_unit_test(test_broadcast_binomial),
-		cmocka_unit_test(test_broadcast_scatter_allgather),
+		cmocka_unit_test(test_broadcast_pipelined),
 		cmocka_unit_test(test_allreduce_recursive_doubling),
 		cmocka_unit_test(test_allreduce_ring),
 		cmocka_unit_test(test_paired),
