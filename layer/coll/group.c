@@ -430,7 +430,7 @@ void layer_coll_peer_lost(struct layer_coll *coll, fi_addr_t fi_addr, int err)
 	struct util_dlist *item;
 	uint32_t id;
 
-	if (fi_addr == FI_ADDR_NOTAVAIL)
+	if (fi_addr == FI_ADDR_NOTAVAIL || !coll->open_cnt)
 		return;
 	for (id = 0; id < LAYER_COLL_GROUP_MAX; id++) {
 		group = coll->groups[id];
@@ -470,7 +470,8 @@ void layer_coll_av_removed(struct layer_coll *coll)
 	struct util_dlist *item;
 	uint32_t id;
 
-	if (!coll->av)
+	/* cheap when nothing collective happened: AV removals run this for every entry */
+	if (!coll->av || (!coll->open_cnt && !coll->pairs))
 		return;
 	/* a peer inserted again at that fi_addr starts counting its joins from 0 */
 	HASH_ITER(hh, coll->pairs, pair, tmp) {
@@ -480,7 +481,7 @@ void layer_coll_av_removed(struct layer_coll *coll)
 		}
 	}
 	/* the groups of a member gone cannot go on: nothing of it will come any more */
-	for (id = 0; id < LAYER_COLL_GROUP_MAX; id++) {
+	for (id = 0; coll->open_cnt && id < LAYER_COLL_GROUP_MAX; id++) {
 		group = coll->groups[id];
 		if (group && !group->err && layer_coll_group_lost_member(coll, group))
 			layer_coll_group_lost(group, FI_EADDRNOTAVAIL);
