@@ -415,7 +415,7 @@ ssize_t layer_coll_start(struct layer_coll_group *group, const struct layer_coll
 	/* a group that lost a member, or a call a member aborted before it started here */
 	if (group->err)
 		op->err = group->err;
-	else if (group->has_aborted && op->seq - group->aborted_seq < UINT32_MAX / 2)
+	else if (unlikely(group->aborted_cnt) && layer_coll_take_abort(group, op->seq))
 		op->err = FI_ECONNABORTED;
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "collective %d of group %u, call %u: %s, %zu steps\n",
 	       (int) args->kind, group->id, op->seq, util_coll_algo_str(op->algo), op->sched.cnt);

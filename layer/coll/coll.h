@@ -101,8 +101,8 @@ struct layer_coll_group {
 	uint32_t next_seq;             /* the number of the next call */
 	struct util_dlist ops;         /* calls outstanding, in the order made */
 	int err;                       /* positive: a member was lost; every call fails */
-	uint32_t aborted_seq;          /* calls from this number on were aborted by a member */
-	bool has_aborted;
+	uint32_t *aborted;             /* calls a member aborted before they were made here */
+	size_t aborted_cnt, aborted_cap;
 	struct layer_coll_op *join;    /* while joining */
 	void *join_context;
 };
@@ -183,6 +183,8 @@ void layer_coll_op_run(struct layer_coll_op *op);
 void layer_coll_op_fail(struct layer_coll_op *op, int err);
 struct layer_coll_op *layer_coll_op_get(struct layer_coll *coll);
 void layer_coll_op_put(struct layer_coll *coll, struct layer_coll_op *op);
+/* Whether a member aborted call seq before it was made here (forgotten once asked). */
+bool layer_coll_take_abort(struct layer_coll_group *group, uint32_t seq);
 /* An op is done (err in op->err): the group's finished calls complete in order. */
 void layer_coll_op_finished(struct layer_coll_op *op);
 /* group.c: a join's allreduce is over. */

@@ -338,6 +338,7 @@ static int layer_coll_group_close(struct fid *fid)
 		layer_rx_coll_drop(coll->proto, layer_coll_is_group_tag, &group->id);
 	}
 	coll->open_cnt--;
+	free(group->aborted);
 	free(group->members);
 	free(group);
 unlock:
@@ -367,6 +368,41 @@ void layer_coll_fini(struct layer_coll *coll)
 
 /* ---- failures ---- */
 
+static void layer_coll_keep_abort(struct layer_coll_group *group, uint32_t seq)
+{
+	uint32_t *grown;
+	size_t i, cap;
+
+	for (i = 0; i < group->aborted_cnt; i++) {
+		if (group->aborted[i] == seq)
+			return;
+	}
+	if (group->aborted_cnt == group->aborted_cap) {
+		cap = group->aborted_cap ? 2 * group->aborted_cap : 4;
+		grown = realloc(group->aborted, cap * sizeof(*grown));
+		if (!grown) {
+			LAYER_WARN_ONCE(FI_LOG_EP_DATA, "no memory to keep an abort\n");
+			return;
+		}
+		group->aborted = grown;
+		group->aborted_cap = cap;
+	}
+	group->aborted[group->aborted_cnt++] = seq;
+}
+
+bool layer_coll_take_abort(struct layer_coll_group *group, uint32_t seq)
+{
+	size_t i;
+
+	for (i = 0; i < group->aborted_cnt; i++) {
+		if (group->aborted[i] == seq) {
+			group->aborted[i] = group->aborted[--group->aborted_cnt];
+			return true;
+		}
+	}
+	return false;
+}
+
 void layer_coll_abort_arrive(struct layer_coll *coll, uint64_t tag, fi_addr_t src)
 {
 	uint32_t id = layer_coll_tag_id(tag), seq = layer_coll_tag_seq(tag);
@@ -389,11 +425,8 @@ void layer_coll_abort_arrive(struct layer_coll *coll, uint64_t tag, fi_addr_t sr
 		}
 	}
 	/* not made here yet (a call already completed here is not): it fails when it is */
-	if (seq - group->next_seq < UINT32_MAX / 2 &&
-	    (!group->has_aborted || seq - group->aborted_seq >= UINT32_MAX / 2)) {
-		group->aborted_seq = seq;
-		group->has_aborted = true;
-	}
+	if (seq - group->next_seq < UINT32_MAX / 2)
+		layer_coll_keep_abort(group, seq);
 }
 
 /* The first of list's ops (linked by link) that has not failed yet, or NULL. */

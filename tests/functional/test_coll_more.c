@@ -544,3 +544,36 @@ out:
 		coll_close(&set->fid);
 	own_ep_close(&o);
 }
+
+/*
+ * Counts that differ between members (rank 0 gives half the others' count): nobody waits for
+ * ever and nobody writes past its buffer. Rank 0, whose messages do not fit its partners'
+ * receives nor theirs its own, gets an error; the others fail too once told (COLL_ABORT),
+ * unless they completed without meeting rank 0's data.
+ */
+void more_count_mismatch(void)
+{
+	const uint64_t guard = 0xa5a5a5a5a5a5a5a5ull;
+	size_t count = me.rank ? 8 : 4, i;
+	uint64_t in[8], out[9];
+	static struct fi_context2 ctx;
+	bool is_guarded = true;
+	char why[128];
+	int ret;
+
+	for (i = 0; i < 8; i++)
+		in[i] = i + 1;
+	for (i = 0; i < 9; i++)
+		out[i] = i < count ? 0 : guard;
+	ret = coll_run(LT_RETRY(fi_allreduce(me.ep.ep, in, count, NULL, out, NULL, me.world_addr,
+					     FI_UINT64, FI_SUM, 0, &ctx)),
+		       &ctx);
+	CHECK(ret >= 0, "differing counts: the allreduce of %zu elements completes (%s)", count,
+	      coll_str(ret, why, sizeof(why)));
+	if (!me.rank)
+		CHECK(ret > 0, "differing counts: rank 0's half count fails (%s)",
+		      coll_str(ret, why, sizeof(why)));
+	for (i = count; i < 9; i++)
+		is_guarded &= out[i] == guard;
+	CHECK(is_guarded, "differing counts: nothing written past the %zu elements", count);
+}
