@@ -395,6 +395,31 @@ int layer_coll_prepare(struct layer_coll_op *op, const struct layer_coll_args *a
 	return 0;
 }
 
+static const char *layer_coll_kind_str(enum fi_collective_op kind)
+{
+	static const char *const names[] = {
+		[FI_BARRIER] = "barrier", [FI_BROADCAST] = "broadcast", [FI_ALLTOALL] = "alltoall",
+		[FI_ALLREDUCE] = "allreduce", [FI_ALLGATHER] = "allgather",
+		[FI_REDUCE_SCATTER] = "reduce_scatter", [FI_REDUCE] = "reduce",
+		[FI_SCATTER] = "scatter", [FI_GATHER] = "gather",
+	};
+
+	return (size_t) kind < UTIL_ARRAY_SIZE(names) && names[kind] ? names[kind] : "?";
+}
+
+/* The algorithm a group's call runs, at info level the first time for each call and algorithm
+ * (FI_LOG_LEVEL=info): what FI_OFI_LAYER_COLL_* chose. */
+static void layer_coll_note_algo(struct layer_coll_group *group, const struct layer_coll_op *op)
+{
+	uint32_t bit = 1u << op->algo;
+
+	if ((size_t) op->kind >= UTIL_ARRAY_SIZE(group->noted) || (group->noted[op->kind] & bit))
+		return;
+	group->noted[op->kind] |= bit;
+	FI_INFO(&layer_prov, FI_LOG_EP_DATA, "group %u of %u members: %s by %s\n", group->id,
+		group->size, layer_coll_kind_str(op->kind), util_coll_algo_str(op->algo));
+}
+
 ssize_t layer_coll_start(struct layer_coll_group *group, const struct layer_coll_args *args)
 {
 	struct layer_coll *coll = group->coll;
@@ -419,6 +444,7 @@ ssize_t layer_coll_start(struct layer_coll_group *group, const struct layer_coll
 		op->err = FI_ECONNABORTED;
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "collective %d of group %u, call %u: %s, %zu steps\n",
 	       (int) args->kind, group->id, op->seq, util_coll_algo_str(op->algo), op->sched.cnt);
+	layer_coll_note_algo(group, op);
 	layer_coll_op_run(op);
 	return 0;
 }

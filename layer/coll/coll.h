@@ -103,6 +103,7 @@ struct layer_coll_group {
 	int err;                       /* positive: a member was lost; every call fails */
 	uint32_t *aborted;             /* calls a member aborted before they were made here */
 	size_t aborted_cnt, aborted_cap;
+	uint16_t noted[FI_GATHER + 1]; /* by call: the algorithms logged (bit per one) */
 	struct layer_coll_op *join;    /* while joining */
 	void *join_context;
 };
