@@ -4,13 +4,14 @@
  * when the endpoint opens:
  *
  *   ep/     the endpoint object (this file, ep.c) and the API entry points: FI_MSG (msg.c),
- *           FI_TAGGED (tagged.c), FI_RMA (rma.c), FI_ATOMIC (atomic.c); argument checks, the
- *      |    threading variant, progress
+ *           FI_TAGGED (tagged.c), FI_RMA (rma.c), FI_ATOMIC (atomic.c), FI_COLLECTIVE
+ *      |    (coll.c); argument checks, the threading variant, progress
  *   proto/  transmit and receive paths: sends and rendezvous (tx.c, rndv.c), the receive
  *      |    path with its one entry for every message (rx.c), receive queues where matching
  *      |    happens (rxq.c), the unexpected-memory bound (unexp.c); beside it rma/, RMA
- *      |    requests and the target's side of them (rma.c, rma_target.c), and atomic/,
- *      |    atomics the same way (atomic.c, atomic_target.c)
+ *      |    requests and the target's side of them (rma.c, rma_target.c), atomic/,
+ *      |    atomics the same way (atomic.c, atomic_target.c), and coll/, collective groups
+ *      |    and the calls' schedules run over the endpoint's own messages (group.c, coll.c)
  *      |                                         ^ struct layer_conn_upcalls
  *   conn/   connections and peers: one per peer and direction, found by AV index, the
  *      |    sender of what they carry kept from the AV's notices; authorization keys
