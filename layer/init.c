@@ -24,7 +24,7 @@ struct layer_settings layer_settings = {
 	.mr_cache_size = 1024,
 	.coll_large_size = 64 << 10,
 	.coll_ring_allgather_size = 1 << 20,
-	.coll_paired = 1,
+	.coll_paired = 2,
 	.coll_segment_size = 256 << 10,
 };
 
@@ -92,11 +92,12 @@ static const struct layer_param {
 	  "Collectives: from this many bytes of result, allgather runs as a ring (n - 1 "
 	  "messages per member, neighbours only) instead of by Bruck's algorithm (ceil(log2 n) "
 	  "messages, the same bytes, a final copy) (default: 1048576)" },
-	{ "coll_paired", &layer_settings.coll_paired, 0, 1,
+	{ "coll_paired", &layer_settings.coll_paired, 0, 2,
 	  "Collectives: 1 runs barriers and small allreduces of 4, 8, 16... members as recursive "
 	  "doubling among the leaders of pairs (one round more each way, half the messages: "
 	  "what counts where members share cores); 0 as dissemination and plain recursive "
-	  "doubling (default: 1)" },
+	  "doubling; 2 chooses per group: pairs when more of its members are on this host than "
+	  "it has processors online (default: 2)" },
 };
 
 static void layer_read_params(void)

@@ -84,7 +84,7 @@ struct layer_settings {
 	size_t mr_cache_size; /* rendezvous registrations kept for reuse (mr.c); 0: none */
 	size_t coll_large_size; /* collectives: bytes from which bandwidth algorithms run */
 	size_t coll_ring_allgather_size; /* allgather: bytes of result from which a ring runs */
-	size_t coll_paired;   /* barrier, small allreduce: recursive doubling over pairs */
+	size_t coll_paired;   /* barrier, small allreduce over pairs: 0, 1, 2 (per group) */
 	size_t coll_segment_size; /* large broadcasts: the segments pipelined down the tree */
 };
 extern struct layer_settings layer_settings;

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "layer/coll/coll.h"
 #include "layer/cq.h"
@@ -69,11 +70,15 @@ void layer_coll_op_put(struct layer_coll *coll, struct layer_coll_op *op)
 
 void layer_coll_init(struct layer_coll *coll, struct layer_proto *proto)
 {
+	long cpus;
+
 	memset(coll, 0, sizeof(*coll));
 	coll->proto = proto;
 	coll->large_bytes = layer_settings.coll_large_size;
 	coll->ring_allgather_bytes = layer_settings.coll_ring_allgather_size;
-	coll->is_paired = layer_settings.coll_paired;
+	coll->paired_mode = layer_settings.coll_paired;
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	coll->cpu_cnt = cpus > 0 ? (uint32_t) cpus : 1;
 	coll->segment_bytes = layer_settings.coll_segment_size;
 	util_dlist_init(&coll->joins);
 	util_dlist_init(&coll->free_ops);
@@ -345,13 +350,13 @@ static enum util_coll_algo layer_coll_build(struct layer_coll_op *op,
 
 	switch (args->kind) {
 	case FI_BARRIER:
-		return util_coll_barrier(s, rank, n, coll->is_paired);
+		return util_coll_barrier(s, rank, n, op->group->is_paired);
 	case FI_BROADCAST:
 		return util_coll_broadcast(s, rank, n, args->root, count, esize, large_bytes,
 					   coll->segment_bytes);
 	case FI_ALLREDUCE:
 		return util_coll_allreduce(s, rank, n, count, esize, large_bytes,
-					   args->src == args->dst, coll->is_paired);
+					   args->src == args->dst, op->group->is_paired);
 	case FI_REDUCE:
 		return util_coll_reduce(s, rank, n, args->root, count, esize,
 					args->src == args->dst);

@@ -98,6 +98,7 @@ struct layer_coll_group {
 	uint32_t rank;                 /* this endpoint's */
 	uint32_t size;
 	fi_addr_t *members;            /* by rank */
+	bool is_paired;                /* barrier, small allreduce over pairs (FI_OFI_LAYER_COLL_PAIRED) */
 	uint32_t next_seq;             /* the number of the next call */
 	struct util_dlist ops;         /* calls outstanding, in the order made */
 	int err;                       /* positive: a member was lost; every call fails */
@@ -121,7 +122,8 @@ struct layer_coll {
 	size_t addrlen;
 	size_t large_bytes;            /* FI_OFI_LAYER_COLL_LARGE_SIZE: bandwidth algorithms */
 	size_t ring_allgather_bytes;   /* FI_OFI_LAYER_COLL_RING_ALLGATHER_SIZE */
-	bool is_paired;                /* FI_OFI_LAYER_COLL_PAIRED: barrier, small allreduce */
+	size_t paired_mode;            /* FI_OFI_LAYER_COLL_PAIRED: 0, 1, 2 (auto) */
+	uint32_t cpu_cnt;              /* processors online on this host */
 	size_t segment_bytes;          /* FI_OFI_LAYER_COLL_SEGMENT_SIZE: large broadcasts */
 	struct layer_coll_group *groups[LAYER_COLL_GROUP_MAX]; /* by id, once joined */
 	uint16_t gens[LAYER_COLL_GROUP_MAX]; /* of each id, in its address */

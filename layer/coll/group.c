@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -139,9 +140,31 @@ void layer_coll_join_done(struct layer_coll_op *op)
 	}
 }
 
-/* The members of set in order, and this endpoint's rank among them: 0 or -FI_E*. */
+/* Whether a member's address names this host: the same IP address as ours (a name, as shm's,
+ * always does). Addresses are the AV's, normalised. */
+static bool layer_coll_is_local(const void *addr, const void *self)
+{
+	sa_family_t family, self_family;
+
+	memcpy(&family, addr, sizeof(family));
+	memcpy(&self_family, self, sizeof(self_family));
+	if (family == AF_INET && self_family == AF_INET)
+		return !memcmp(&((const struct sockaddr_in *) addr)->sin_addr,
+			       &((const struct sockaddr_in *) self)->sin_addr, sizeof(struct in_addr));
+	if (family == AF_INET6 && self_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *) addr)->sin6_addr,
+			       &((const struct sockaddr_in6 *) self)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return family != AF_INET && family != AF_INET6;
+}
+
+/*
+ * The members of set in order, this endpoint's rank among them, and how many of them are on
+ * this host: 0 or -FI_E*.
+ */
 static int layer_coll_members(struct layer_coll *coll, struct layer_av_set *set,
-			      fi_addr_t **members, uint32_t *size, uint32_t *rank)
+			      fi_addr_t **members, uint32_t *size, uint32_t *rank,
+			      uint32_t *local)
 {
 	uint8_t addr[LAYER_ADDR_MAX];
 	size_t n = 0, i;
@@ -163,6 +186,7 @@ static int layer_coll_members(struct layer_coll *coll, struct layer_av_set *set,
 	if (ret)
 		goto err;
 	*rank = UINT32_MAX;
+	*local = 0;
 	for (i = 0; i < n; i++) {
 		if (layer_av_get_addr(coll->av, m[i], addr, NULL)) {
 			FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "join: member %" PRIu64
@@ -172,6 +196,7 @@ static int layer_coll_members(struct layer_coll *coll, struct layer_av_set *set,
 		}
 		if (*rank == UINT32_MAX && !memcmp(addr, coll->self_addr, coll->addrlen))
 			*rank = (uint32_t) i;
+		*local += layer_coll_is_local(addr, coll->self_addr);
 	}
 	if (*rank == UINT32_MAX) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "join: this endpoint is not a member of the "
@@ -259,6 +284,7 @@ int layer_coll_join(struct layer_coll *coll, const struct fi_collective_addr *ad
 {
 	struct layer_coll_group *group;
 	struct layer_av_set *set;
+	uint32_t local;
 	int ret;
 
 	if (!addr || !addr->set || !mc)
@@ -284,9 +310,13 @@ int layer_coll_join(struct layer_coll *coll, const struct fi_collective_addr *ad
 	group = calloc(1, sizeof(*group));
 	if (!group)
 		return -FI_ENOMEM;
-	ret = layer_coll_members(coll, set, &group->members, &group->size, &group->rank);
+	ret = layer_coll_members(coll, set, &group->members, &group->size, &group->rank, &local);
 	if (ret)
 		goto err_free;
+	/* FI_OFI_LAYER_COLL_PAIRED: 0, 1, or (2) when more members share this host than it has
+	 * processors: there the messages are what costs, not the rounds */
+	group->is_paired = coll->paired_mode == 1 ||
+			   (coll->paired_mode == 2 && local > coll->cpu_cnt);
 	group->coll = coll;
 	group->join_context = context;
 	util_dlist_init(&group->ops);
