@@ -22,6 +22,8 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 
+#include "bench_util.h"
+
 #define BENCH_NAME "fi_layer_bench"
 #define DEFAULT_PROVS "tcp;ofi_layer,tcp;ofi_rxm"
 #define BENCH_NODE "127.0.0.1"
@@ -192,11 +194,8 @@ int fab_send_hdr(const struct fab *f, int fd, int status);
 int fab_recv_hdr(struct fab *f, int fd);
 int fab_connect(struct fab *f);
 void fab_describe(const struct fab *f);
-int write_all(int fd, const void *buf, size_t len);
-int read_all(int fd, void *buf, size_t len);
 
 /* bench_xfer.c */
-double now_us(void);
 int check_peer_alive(struct fab *f);
 int cq_poll(struct fab *f);
 bool test_possible(const struct fab *f, const struct test *t);

@@ -401,41 +401,6 @@ int fab_open(struct fab *f, size_t buf_size)
 	return f->ep ? fab_reg_bufs(f) : 0;
 }
 
-int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t) n;
-	}
-	return 0;
-}
-
-/* 0, or -1 on error or end of file (the peer is gone) */
-int read_all(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t) n;
-	}
-	return 0;
-}
-
 /*
  * Tell the peer our state and address; status != 0 just tells it to give up. An RDM side
  * sends its endpoint's name, a MSG server its listening address, a MSG client none.

@@ -26,19 +26,6 @@
 
 #include "bench.h"
 
-static void pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		fprintf(stderr, "%s: sched_setaffinity(%d): %s (not pinned)\n", BENCH_NAME, cpu,
-			strerror(errno));
-}
-
 /* Die with the parent, so no benchmark process outlives the one that waits for it. */
 void die_with_parent(pid_t parent)
 {
@@ -164,12 +151,12 @@ int client_main(int prov, int res_fd)
 		close(c2s[1]);
 		close(s2c[0]);
 		die_with_parent(self);
-		pin_to(bench_cpus[1]);
+		bench_pin(BENCH_NAME, bench_cpus[1]);
 		_exit(server_main(prov, c2s[0], s2c[1]));
 	}
 	close(c2s[0]);
 	close(s2c[1]);
-	pin_to(bench_cpus[0]);
+	bench_pin(BENCH_NAME, bench_cpus[0]);
 	f.watch_pid = server;
 	f.rfd = s2c[0];
 	f.wfd = c2s[1];

@@ -29,14 +29,6 @@
 /* While waiting on a pipe, look at it once every this many CQ polls. */
 #define PIPE_POLLS 16
 
-double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
 static bool is_tx_ctx(const struct fab *f, const void *ctx)
 {
 	const struct fi_context *c = ctx;

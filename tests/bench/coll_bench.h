@@ -20,6 +20,8 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include "bench_util.h"
+
 #define BENCH_NAME "fi_coll_bench"
 
 #define MAX_RANKS 64
@@ -140,10 +142,7 @@ int check_children(struct rank *r);
 
 /* ---------------------------------------------------------------- coll_bench_rank.c */
 
-/* Small things. */
-double now_us(void);
-int write_all(int fd, const void *buf, size_t len);
-int read_all(int fd, void *buf, size_t len);
+/* Small things (the clock, pipes and pinning: bench_util.h). */
 void copy_why(char *dst, const char *src);
 
 /* The watchdog: every loop that waits turns the heartbeat. */
@@ -166,7 +165,6 @@ int query(struct rank *r, const struct test *t, char *why);
 int run_test(struct rank *r, const struct test *t, uint64_t iters, uint64_t warmup, double *us);
 
 /* Ranks 1..N-1. */
-void pin_to(int cpu);
 int child_main(int fd);
 
 #endif /* COLL_BENCH_H */

@@ -79,51 +79,6 @@ static bool is_rank0 = true; /* child_main says otherwise */
 
 /* ---------------------------------------------------------------- small things */
 
-/* CLOCK_MONOTONIC in microseconds. */
-double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-/* All of buf, across short writes and EINTR; -1 when the peer is gone. */
-int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t) n;
-	}
-	return 0;
-}
-
-/* All of len bytes; -1 at the end of the stream or on an error. */
-int read_all(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t) n;
-	}
-	return 0;
-}
-
 /* A reason into a WHY_LEN buffer, cut short if need be. */
 void copy_why(char *dst, const char *src)
 {
@@ -838,20 +793,6 @@ int run_test(struct rank *r, const struct test *t, uint64_t iters, uint64_t warm
 
 /* ---------------------------------------------------------------- ranks 1..N-1 */
 
-/* This process onto that CPU alone; -1 leaves it where it is. */
-void pin_to(int cpu)
-{
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		fprintf(stderr, "%s: sched_setaffinity(%d): %s (not pinned)\n", BENCH_NAME, cpu,
-			strerror(errno));
-}
-
 static void send_result(int fd, int test, int status, double us, const char *why)
 {
 	struct result res = {.test = test, .status = status, .us = us};
@@ -932,7 +873,7 @@ int child_main(int fd)
 	if (read_all(fd, &spec, sizeof(spec)) || spec.nranks < 1 || spec.nranks > MAX_RANKS)
 		return EXIT_FAILED;
 	spec.prov[PROV_LEN - 1] = '\0';
-	pin_to(spec.cpu);
+	bench_pin(BENCH_NAME, spec.cpu);
 	watchdog_start(spec.timeout);
 	rank_init(&r, spec.prov, spec.rank, spec.nranks, spec.timeout);
 

@@ -904,7 +904,7 @@ int main(int argc, char **argv)
 		children[i].fd = -1;
 	choose_cpus();
 	if (ncpus)
-		pin_to(cpus[0]);
+		bench_pin(BENCH_NAME, cpus[0]);
 	signal(SIGPIPE, SIG_IGN);
 	watchdog_start(opt.timeout);
 

@@ -1,12 +1,13 @@
 # Benchmarks: ofi_layer side by side with other providers; never run by make check.
 bin_PROGRAMS += fi_layer_bench
 fi_layer_bench_SOURCES = tests/bench/fi_layer_bench.c tests/bench/bench_peer.c \
-	tests/bench/bench_fab.c tests/bench/bench_xfer.c tests/bench/bench.h
+	tests/bench/bench_fab.c tests/bench/bench_xfer.c tests/bench/bench.h \
+	tests/bench/bench_util.c tests/bench/bench_util.h
 fi_layer_bench_LDADD = $(FABRIC_LIBS)
 # fi_collective(3) among N ranks on this host, providers side by side (installed).
 bin_PROGRAMS += fi_coll_bench
 fi_coll_bench_SOURCES = tests/bench/fi_coll_bench.c tests/bench/coll_bench_rank.c \
-	tests/bench/coll_bench.h
+	tests/bench/coll_bench.h tests/bench/bench_util.c tests/bench/bench_util.h
 fi_coll_bench_LDADD = $(FABRIC_LIBS)
 # fi_coll_bench beside Open MPI's collectives (tests/mpi/coll_bench_mpi.c); run by hand only.
 EXTRA_DIST += tests/bench/run_coll_compare.sh
