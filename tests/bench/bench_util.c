@@ -1,8 +1,9 @@
-/* Clock, pipes and pinning for the benchmark programs (bench_util.h). */
+/* Clock, pipes, pinning, medians and option numbers for the benchmark programs (bench_util.h). */
 #include "config.h"
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -63,4 +64,62 @@ void bench_pin(const char *prog, int cpu)
 	if (sched_setaffinity(0, sizeof(set), &set))
 		fprintf(stderr, "%s: sched_setaffinity(%d): %s (not pinned)\n", prog, cpu,
 			strerror(errno));
+}
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *) a, y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n)
+{
+	qsort(v, (size_t) n, sizeof(v[0]), bench_cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+bool bench_parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool bench_parse_size(const char *s, size_t min, size_t max, size_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return false;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		break;
+	}
+	if (shift)
+		end++;
+	if (*end || v > (unsigned long long) max >> shift || v << shift < min)
+		return false;
+	*out = (size_t) (v << shift);
+	return true;
 }

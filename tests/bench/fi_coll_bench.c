@@ -508,19 +508,6 @@ static void format_size(size_t size, bool human, char *buf, size_t len)
 		snprintf(buf, len, "%zu", size);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t) n, sizeof(v[0]), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static bool cell_value(int p, int t, double *value)
 {
 	const struct cell *c = &cells[p][t];
@@ -529,7 +516,7 @@ static bool cell_value(int p, int t, double *value)
 	if (prov_unavail[p] || c->state != CELL_PENDING || !c->nsamples)
 		return false;
 	memcpy(v, c->samples, (size_t) c->nsamples * sizeof(v[0]));
-	*value = median(v, c->nsamples);
+	*value = bench_median(v, c->nsamples);
 	return true;
 }
 
@@ -551,7 +538,7 @@ static bool ratio_value(int p, int t, double *value)
 				r[n++] = x->samples[i] / y->samples[j];
 	if (!n)
 		return false;
-	*value = median(r, n);
+	*value = bench_median(r, n);
 	return true;
 }
 
@@ -721,39 +708,6 @@ static void usage(FILE *out)
 		BENCH_NAME, MAX_RANKS, DEFAULT_RANKS, DEFAULT_REPEATS, DEFAULT_TIMEOUT);
 }
 
-static bool parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
-/* A size with an optional binary k/m suffix. */
-static bool parse_size(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return false;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (*end)
-		return false;
-	*out = (size_t) v;
-	return true;
-}
-
 /* "allreduce", "allreduce:1m", "bcast", ...: selects the rows; false when none matches. */
 static bool select_test(const char *arg)
 {
@@ -762,7 +716,7 @@ static bool select_test(const char *arg)
 	size_t len = colon ? (size_t) (colon - arg) : strlen(arg), size = 0;
 	bool found = false;
 
-	if (len >= sizeof(name) || (colon && !parse_size(colon + 1, &size)))
+	if (len >= sizeof(name) || (colon && !bench_parse_size(colon + 1, 0, SIZE_MAX, &size)))
 		return false;
 	memcpy(name, arg, len);
 	name[len] = '\0';
@@ -803,22 +757,22 @@ static void parse_options(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "n:i:w:r:p:t:T:cvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			if (!parse_ulong(optarg, 2, MAX_RANKS, &v))
+			if (!bench_parse_ulong(optarg, 2, MAX_RANKS, &v))
 				goto bad;
 			opt.nranks = (int) v;
 			break;
 		case 'i':
-			if (!parse_ulong(optarg, 1, 100000000, &v))
+			if (!bench_parse_ulong(optarg, 1, 100000000, &v))
 				goto bad;
 			opt.iters = v;
 			break;
 		case 'w':
-			if (!parse_ulong(optarg, 0, 100000000, &v))
+			if (!bench_parse_ulong(optarg, 0, 100000000, &v))
 				goto bad;
 			opt.warmup = (long) v;
 			break;
 		case 'r':
-			if (!parse_ulong(optarg, 1, MAX_REPEATS, &v))
+			if (!bench_parse_ulong(optarg, 1, MAX_REPEATS, &v))
 				goto bad;
 			opt.repeats = (int) v;
 			break;
@@ -841,7 +795,7 @@ static void parse_options(int argc, char **argv)
 			any_test = true;
 			break;
 		case 'T':
-			if (!parse_ulong(optarg, 1, 3600, &v))
+			if (!bench_parse_ulong(optarg, 1, 3600, &v))
 				goto bad;
 			opt.timeout = (unsigned) v;
 			break;
@@ -895,7 +849,7 @@ int main(int argc, char **argv)
 	unsigned long v;
 
 	if (argc == 3 && !strcmp(argv[1], CHILD_OPT)) {
-		if (!parse_ulong(argv[2], 0, 1024, &v))
+		if (!bench_parse_ulong(argv[2], 0, 1024, &v))
 			return EXIT_USAGE;
 		return child_main((int) v);
 	}

@@ -239,19 +239,6 @@ static void run_once(int prov, int repeat)
 	}
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, n, sizeof(v[0]), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static bool cell_has_value(int prov, int test)
 {
 	return !prov_unavail[prov] && cells[prov][test].state == CELL_PENDING &&
@@ -271,12 +258,9 @@ static bool cell_value(int prov, int test, double *value)
 	if (!cell_has_value(prov, test))
 		return false;
 	memcpy(v, c->samples, n * sizeof(v[0]));
-	if (opt.best) {
-		qsort(v, n, sizeof(v[0]), cmp_double);
+	*value = bench_median(v, n); /* sorts v */
+	if (opt.best)
 		*value = tests[test].kind == KIND_LAT ? v[0] : v[n - 1];
-	} else {
-		*value = median(v, n);
-	}
 	return true;
 }
 
@@ -306,7 +290,7 @@ static bool ratio_value(int p, int a, int b, double *value)
 				r[n++] = x->samples[i] / y->samples[j];
 	if (!n)
 		return false;
-	*value = median(r, n);
+	*value = bench_median(r, n);
 	return true;
 }
 
@@ -518,49 +502,6 @@ static void usage(FILE *out)
 		BENCH_NAME, DEFAULT_PROVS, DEFAULT_REPEATS, DEFAULT_WINDOW, DEFAULT_TIMEOUT);
 }
 
-static bool parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return false;
-	*out = v;
-	return true;
-}
-
-/* A size with an optional binary k/m/g suffix. */
-static bool parse_size(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return false;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v <<= 10, end++;
-		break;
-	case 'm':
-	case 'M':
-		v <<= 20, end++;
-		break;
-	case 'g':
-	case 'G':
-		v <<= 30, end++;
-		break;
-	}
-	if (*end || v == 0 || v > MAX_MSG_SIZE)
-		return false;
-	*out = (size_t) v;
-	return true;
-}
-
 static void parse_providers(char *list)
 {
 	char *save = NULL;
@@ -584,7 +525,8 @@ static void parse_sizes(char *list)
 
 	opt.nsizes = 0;
 	for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-		if (opt.nsizes == MAX_SIZES || !parse_size(s, &opt.sizes[opt.nsizes])) {
+		if (opt.nsizes == MAX_SIZES ||
+		    !bench_parse_size(s, 1, MAX_MSG_SIZE, &opt.sizes[opt.nsizes])) {
 			fprintf(stderr, "%s: bad size list (at most %d sizes, 1 B to 1 GiB)\n",
 				BENCH_NAME, MAX_SIZES);
 			exit(2);
@@ -604,7 +546,7 @@ static void parse_counts(char *list)
 
 	opt.ncounts = 0;
 	for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-		if (opt.ncounts == MAX_COUNTS || !parse_ulong(s, 1, MAX_MATCH_COUNT, &v)) {
+		if (opt.ncounts == MAX_COUNTS || !bench_parse_ulong(s, 1, MAX_MATCH_COUNT, &v)) {
 			fprintf(stderr, "%s: bad count list (at most %d counts, 1 to %d)\n",
 				BENCH_NAME, MAX_COUNTS, MAX_MATCH_COUNT);
 			exit(2);
@@ -654,13 +596,13 @@ static void parse_options(int argc, char **argv)
 			parse_providers(optarg);
 			break;
 		case 'r':
-			if (!parse_ulong(optarg, 1, MAX_REPEATS, &v))
+			if (!bench_parse_ulong(optarg, 1, MAX_REPEATS, &v))
 				goto bad;
 			opt.repeats = (int) v;
 			repeats_set = true;
 			break;
 		case 'i':
-			if (!parse_ulong(optarg, 1, 100000000, &v))
+			if (!bench_parse_ulong(optarg, 1, 100000000, &v))
 				goto bad;
 			opt.iters = v;
 			break;
@@ -668,12 +610,12 @@ static void parse_options(int argc, char **argv)
 			parse_sizes(optarg);
 			break;
 		case 'w':
-			if (!parse_ulong(optarg, 1, MAX_WINDOW, &v))
+			if (!bench_parse_ulong(optarg, 1, MAX_WINDOW, &v))
 				goto bad;
 			opt.window = v;
 			break;
 		case 't':
-			if (!parse_ulong(optarg, 1, 3600, &v))
+			if (!bench_parse_ulong(optarg, 1, 3600, &v))
 				goto bad;
 			opt.timeout = (unsigned) v;
 			break;
