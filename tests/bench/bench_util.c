@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,4 +123,28 @@ bool bench_parse_size(const char *s, size_t min, size_t max, size_t *out)
 		return false;
 	*out = (size_t) (v << shift);
 	return true;
+}
+
+static void bench_short_name(const char *prov, char *buf, size_t len)
+{
+	const char *p = strrchr(prov, ';');
+
+	p = p ? p + 1 : prov;
+	if (!strncmp(p, "ofi_", 4) && p[4])
+		p += 4;
+	snprintf(buf, len, "%s", p);
+}
+
+void bench_prov_names(const char *const *provs, int n, char names[][BENCH_NAME_LEN])
+{
+	bool clash = false;
+
+	for (int p = 0; p < n; p++)
+		bench_short_name(provs[p], names[p], BENCH_NAME_LEN);
+	for (int p = 0; p < n; p++)
+		for (int q = p + 1; q < n; q++)
+			clash = clash || !strcmp(names[p], names[q]);
+	if (clash)
+		for (int p = 0; p < n; p++)
+			snprintf(names[p], BENCH_NAME_LEN, "%s", provs[p]);
 }

@@ -17,6 +17,10 @@ int read_all(int fd, void *buf, size_t len);
 /* This process onto that CPU alone; -1 leaves it where it is. A failure is said on stderr,
  * prefixed with prog, and the process runs unpinned. */
 void bench_pin(const char *prog, int cpu);
+/* Column names of the providers: "tcp;ofi_layer" -> "layer" (the part after the last ';',
+ * without "ofi_"), or the full names when the short ones would be ambiguous. */
+#define BENCH_NAME_LEN 32
+void bench_prov_names(const char *const *provs, int n, char names[][BENCH_NAME_LEN]);
 /* The median of n samples (sorts them). */
 double bench_median(double *v, int n);
 /* A decimal option value in [min, max]: false when it is not one. */

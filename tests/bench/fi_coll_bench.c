@@ -543,7 +543,6 @@ static bool ratio_value(int p, int t, double *value)
 }
 
 #define CELL_LEN (WHY_LEN + 16)
-#define NAME_LEN 32
 
 static void format_cell(int p, int t, char *buf, size_t len)
 {
@@ -563,32 +562,7 @@ static void format_cell(int p, int t, char *buf, size_t len)
 	snprintf(buf, len, "n/a (%s)", clean);
 }
 
-/* "tcp;ofi_layer" -> "layer": the part after the last ';', without "ofi_". */
-static void short_name(const char *prov, char *buf, size_t len)
-{
-	const char *p = strrchr(prov, ';');
-
-	p = p ? p + 1 : prov;
-	if (!strncmp(p, "ofi_", 4) && p[4])
-		p += 4;
-	snprintf(buf, len, "%s", p);
-}
-
-static void ratio_names(char names[][NAME_LEN])
-{
-	bool clash = false;
-
-	for (int p = 0; p < opt.nprovs; p++)
-		short_name(opt.provs[p], names[p], NAME_LEN);
-	for (int p = 0; p < opt.nprovs; p++)
-		for (int q = p + 1; q < opt.nprovs; q++)
-			clash = clash || !strcmp(names[p], names[q]);
-	if (clash)
-		for (int p = 0; p < opt.nprovs; p++)
-			snprintf(names[p], NAME_LEN, "%s", opt.provs[p]);
-}
-
-static void print_legend(char names[][NAME_LEN])
+static void print_legend(char names[][BENCH_NAME_LEN])
 {
 	printf("# %s %s, libfabric %u.%u: %d ranks on %d CPU%s (rank r on CPU number r mod %d), "
 	       "median of %d repeat%s, providers taking turns\n",
@@ -613,7 +587,7 @@ static void print_table(void)
 {
 	int ncols = 2 + 2 * opt.nprovs - 1, nrows = 1, t;
 	char(*text)[2 * MAX_PROVS + 1][CELL_LEN];
-	char names[MAX_PROVS][NAME_LEN];
+	char names[MAX_PROVS][BENCH_NAME_LEN];
 	size_t width[2 * MAX_PROVS + 1] = {0};
 
 	text = calloc(NTESTS + 1, sizeof(*text));
@@ -621,7 +595,7 @@ static void print_table(void)
 		perror(BENCH_NAME);
 		exit(EXIT_FAILED);
 	}
-	ratio_names(names);
+	bench_prov_names(opt.provs, opt.nprovs, names);
 	snprintf(text[0][0], CELL_LEN, "test");
 	snprintf(text[0][1], CELL_LEN, "size");
 	for (int p = 0; p < opt.nprovs; p++) {

@@ -310,33 +310,6 @@ static void format_cell(int prov, int test, char *buf, size_t len)
 }
 
 #define CELL_LEN 48
-#define NAME_LEN 32
-
-/* "tcp;ofi_layer" -> "layer": the part after the last ';', without "ofi_". */
-static void short_name(const char *prov, char *buf, size_t len)
-{
-	const char *p = strrchr(prov, ';');
-
-	p = p ? p + 1 : prov;
-	if (!strncmp(p, "ofi_", 4) && p[4])
-		p += 4;
-	snprintf(buf, len, "%s", p);
-}
-
-/* Ratio column headers: "layer/rxm", or full names when short ones would be ambiguous. */
-static void ratio_names(char names[][NAME_LEN])
-{
-	bool clash = false;
-
-	for (int p = 0; p < opt.nprovs; p++)
-		short_name(opt.provs[p], names[p], NAME_LEN);
-	for (int p = 0; p < opt.nprovs; p++)
-		for (int q = p + 1; q < opt.nprovs; q++)
-			clash = clash || !strcmp(names[p], names[q]);
-	if (clash)
-		for (int p = 0; p < opt.nprovs; p++)
-			snprintf(names[p], NAME_LEN, "%s", opt.provs[p]);
-}
 
 /* The FI_MSG row of the same kind and size as a tagged latency or bandwidth row, or -1. */
 static int msg_twin(int test)
@@ -375,7 +348,7 @@ static bool format_ratio(int p, int test, char *buf, size_t len)
 	return false;
 }
 
-static void print_legend(char names[][NAME_LEN], bool against_msg)
+static void print_legend(char names[][BENCH_NAME_LEN], bool against_msg)
 {
 	printf("# %s %s, libfabric %u.%u: %s of %d repeat%s, providers alternating test by "
 	       "test\n",
@@ -408,7 +381,7 @@ static void print_table(void)
 	int nratios = opt.nprovs - 1;
 	int ncols = 2 + opt.nprovs + nratios;
 	char(*text)[2 * MAX_PROVS + 1][CELL_LEN];
-	char names[MAX_PROVS][NAME_LEN];
+	char names[MAX_PROVS][BENCH_NAME_LEN];
 	size_t width[2 * MAX_PROVS + 1] = {0};
 	int nrows = ntests + 1;
 	bool against_msg = false;
@@ -418,7 +391,7 @@ static void print_table(void)
 		perror(BENCH_NAME);
 		exit(1);
 	}
-	ratio_names(names);
+	bench_prov_names(opt.provs, opt.nprovs, names);
 	snprintf(text[0][0], CELL_LEN, "test");
 	snprintf(text[0][1], CELL_LEN, "size");
 	for (int p = 0; p < opt.nprovs; p++)
