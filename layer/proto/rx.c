@@ -77,16 +77,13 @@ void layer_rx_free(struct layer_proto *proto, struct layer_rx *rx)
 	util_bufpool_put(&proto->rx_pool, rx);
 }
 
-/* A receive of the application, within the receive queue's size; NULL when it is full. */
-static struct layer_rx *layer_rx_alloc(struct layer_proto *proto, void *context,
-				       uint64_t flags, const struct iovec *iov, size_t iov_cnt,
-				       fi_addr_t src)
+/* A receive with its buffers; NULL without memory. */
+static struct layer_rx *layer_rx_new(struct layer_proto *proto, void *context, uint64_t flags,
+				     const struct iovec *iov, size_t iov_cnt, fi_addr_t src)
 {
 	struct layer_rx *rx;
 	size_t i;
 
-	if (proto->rx_used >= proto->rx_size)
-		return NULL;
 	rx = layer_rx_get(proto);
 	if (!rx)
 		return NULL;
@@ -103,6 +100,16 @@ static struct layer_rx *layer_rx_alloc(struct layer_proto *proto, void *context,
 	rx->tag = 0;
 	util_dlist_init(&rx->link);
 	return rx;
+}
+
+/* A receive of the application, within the receive queue's size; NULL when it is full. */
+static struct layer_rx *layer_rx_alloc(struct layer_proto *proto, void *context,
+				       uint64_t flags, const struct iovec *iov, size_t iov_cnt,
+				       fi_addr_t src)
+{
+	if (proto->rx_used >= proto->rx_size)
+		return NULL;
+	return layer_rx_new(proto, context, flags, iov, iov_cnt, src);
 }
 
 void layer_rx_report(struct layer_proto *proto, struct layer_rx *rx, void *buf, size_t len,
@@ -249,25 +256,33 @@ ssize_t layer_rx_post(struct layer_proto *proto, const struct iovec *iov, size_t
 	return 0;
 }
 
+/* A tagged receive (tagged or collective queue) takes the earliest message waiting for it,
+ * or waits itself. */
+static void layer_rx_match_or_post(struct layer_proto *proto, struct layer_rxq *q,
+				   struct layer_rx *rx, uint64_t tag, uint64_t ignore)
+{
+	struct layer_buf *buf = layer_rxq_take(q, tag, ignore, rx->src_addr);
+
+	if (buf) {
+		layer_rx_deliver(proto, rx, buf);
+		layer_unexp_release(proto, buf);
+		return;
+	}
+	layer_rxq_post(q, rx, tag, ignore);
+	/* A receive waits: a stall on receiving is lifted (its message may be behind it). */
+	layer_unexp_check(proto);
+}
+
 ssize_t layer_rx_tpost(struct layer_proto *proto, const struct iovec *iov, size_t iov_cnt,
 		       fi_addr_t src, uint64_t tag, uint64_t ignore, uint64_t flags,
 		       void *context)
 {
-	struct layer_buf *buf;
 	struct layer_rx *rx;
 
 	rx = layer_rx_alloc(proto, context, flags, iov, iov_cnt, src);
 	if (!rx)
 		return -FI_EAGAIN;
-	buf = layer_rxq_take(&proto->tag_q, tag, ignore, src);
-	if (buf) {
-		layer_rx_deliver(proto, rx, buf);
-		layer_unexp_release(proto, buf);
-		return 0;
-	}
-	layer_rxq_post(&proto->tag_q, rx, tag, ignore);
-	/* A receive waits: a stall on receiving is lifted (its message may be behind it). */
-	layer_unexp_check(proto);
+	layer_rx_match_or_post(proto, &proto->tag_q, rx, tag, ignore);
 	return 0;
 }
 
@@ -278,32 +293,16 @@ int layer_rx_coll_post(struct layer_proto *proto, void *buf, size_t len, fi_addr
 		       void *job)
 {
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct layer_buf *msg;
 	struct layer_rx *rx;
 
-	/* not the application's: outside its receive queue's size */
-	rx = layer_rx_get(proto);
+	/* not the application's: its receive queue's size does not refuse it (rx_used still
+	 * counts it, as it counts RMA reads) */
+	rx = layer_rx_new(proto, NULL, FI_COMPLETION, &iov, 1, src);
 	if (unlikely(!rx))
 		return -FI_ENOMEM;
-	rx->context = NULL;
-	rx->flags = FI_COMPLETION;
-	rx->src_addr = src;
-	rx->iov_cnt = 1;
-	rx->iov[0] = iov;
-	rx->len = len;
-	rx->mrecv_used = 0;
-	rx->tag = 0;
 	rx->on_done = on_done;
 	rx->job = job;
-	util_dlist_init(&rx->link);
-	msg = layer_rxq_take(&proto->coll_q, tag, 0, src);
-	if (msg) {
-		layer_rx_deliver(proto, rx, msg);
-		layer_unexp_release(proto, msg);
-		return 0;
-	}
-	layer_rxq_post(&proto->coll_q, rx, tag, 0);
-	layer_unexp_check(proto);
+	layer_rx_match_or_post(proto, &proto->coll_q, rx, tag, 0);
 	return 0;
 }
 

@@ -100,21 +100,23 @@ static struct layer_tx *layer_tx_acks_find(const struct layer_tx_acks *acks, uin
 
 /* ---- sends ---- */
 
-static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_ctrl)
+/* A send entry: an application's counted against tx_size (NULL when the queue is full), the
+ * provider's own (is_counted false: control messages, collective traffic) not. */
+static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_counted)
 {
 	struct layer_tx *tx;
 
-	if (!is_ctrl && proto->tx_used >= proto->tx_size)
+	if (is_counted && proto->tx_used >= proto->tx_size)
 		return NULL;
 	tx = util_bufpool_get(&proto->tx_pool);
 	if (!tx)
 		return NULL;
-	if (!is_ctrl)
+	if (is_counted)
 		proto->tx_used++;
 	tx->ctx.type = LAYER_CTX_SEND;
 	tx->state = LAYER_TX_QUEUED;
-	tx->is_ctrl = is_ctrl;
-	tx->is_counted = !is_ctrl;
+	tx->is_ctrl = false;
+	tx->is_counted = is_counted;
 	tx->on_done = NULL;
 	tx->is_acked = false;
 	tx->ack_err = 0;
@@ -406,7 +408,7 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	ret = layer_conn_get(proto->conns, dest, &conn);
 	if (unlikely(ret))
 		return ret;
-	tx = layer_tx_alloc(proto, false);
+	tx = layer_tx_alloc(proto, true);
 	if (unlikely(!tx))
 		return -FI_EAGAIN;
 
@@ -452,10 +454,9 @@ int layer_tx_coll_send(struct layer_proto *proto, const void *buf, size_t len, f
 	if (unlikely(ret))
 		return ret;
 	/* not the application's: neither counted against its queue nor behind its fences */
-	tx = layer_tx_alloc(proto, true);
+	tx = layer_tx_alloc(proto, false);
 	if (unlikely(!tx))
 		return -FI_ENOMEM;
-	tx->is_ctrl = false;
 	tx->on_done = on_done;
 	tx->job = job;
 	tx->context = NULL;
@@ -491,7 +492,7 @@ void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct l
 
 struct layer_tx *layer_tx_new(struct layer_proto *proto)
 {
-	return layer_tx_alloc(proto, false);
+	return layer_tx_alloc(proto, true);
 }
 
 void layer_tx_discard(struct layer_proto *proto, struct layer_tx *tx)
@@ -504,9 +505,10 @@ struct layer_tx *layer_tx_ctrl_new(struct layer_proto *proto, enum layer_op op, 
 {
 	struct layer_tx *tx;
 
-	tx = layer_tx_alloc(proto, true);
+	tx = layer_tx_alloc(proto, false);
 	if (!tx)
 		return NULL;
+	tx->is_ctrl = true;
 	tx->context = NULL;
 	tx->flags = 0;
 	tx->cq_flags = 0;
