@@ -84,6 +84,16 @@ void layer_coll_init(struct layer_coll *coll, struct layer_proto *proto)
 	util_dlist_init(&coll->free_ops);
 }
 
+void layer_coll_fini(struct layer_coll *coll)
+{
+	struct util_dlist *item;
+
+	layer_coll_pairs_free(coll);
+	while ((item = util_dlist_pop_front(&coll->free_ops)))
+		layer_coll_op_free(container_of(item, struct layer_coll_op, link));
+	coll->free_cnt = 0;
+}
+
 /* ---- the executor ---- */
 
 static void *layer_coll_buf(const struct layer_coll_op *op, unsigned buf)

@@ -186,6 +186,8 @@ void layer_coll_op_run(struct layer_coll_op *op);
 void layer_coll_op_fail(struct layer_coll_op *op, int err);
 struct layer_coll_op *layer_coll_op_get(struct layer_coll *coll);
 void layer_coll_op_put(struct layer_coll *coll, struct layer_coll_op *op);
+/* group.c: the join counts kept per peer, freed at endpoint close. */
+void layer_coll_pairs_free(struct layer_coll *coll);
 /* Whether a member aborted call seq before it was made here (forgotten once asked). */
 bool layer_coll_take_abort(struct layer_coll_group *group, uint32_t seq);
 /* An op is done (err in op->err): the group's finished calls complete in order. */

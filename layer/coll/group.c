@@ -377,23 +377,14 @@ unlock:
 	return ret;
 }
 
-void layer_coll_fini(struct layer_coll *coll)
+void layer_coll_pairs_free(struct layer_coll *coll)
 {
 	struct layer_coll_pair *pair, *tmp;
-	struct util_dlist *item;
 
 	HASH_ITER(hh, coll->pairs, pair, tmp) {
 		HASH_DEL(coll->pairs, pair);
 		free(pair);
 	}
-	while ((item = util_dlist_pop_front(&coll->free_ops))) {
-		struct layer_coll_op *op = container_of(item, struct layer_coll_op, link);
-
-		util_coll_sched_fini(&op->sched);
-		free(op->tmp);
-		free(op);
-	}
-	coll->free_cnt = 0;
 }
 
 /* ---- failures ---- */
