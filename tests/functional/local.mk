@@ -41,7 +41,8 @@ func_tests += tests/functional/test_av_ep
 tests_functional_test_av_ep_SOURCES = tests/functional/test_av_ep.c $(func_common)
 tests_functional_test_av_ep_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_av_set
-tests_functional_test_av_set_SOURCES = tests/functional/test_av_set.c $(func_common)
+tests_functional_test_av_set_SOURCES = tests/functional/test_av_set.c \
+	tests/functional/test_av_set_stress.c tests/functional/test_av_set.h $(func_common)
 tests_functional_test_av_set_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_malformed
 tests_functional_test_malformed_SOURCES = tests/functional/test_malformed.c $(func_common)
