@@ -9,7 +9,7 @@ util_libutil_la_SOURCES = \
 	util/bufpool.h util/bufpool.c \
 	util/progress.h util/progress.c \
 	util/poll.h util/poll.c \
-	util/mr_cache.h util/mr_cache.c util/mr_map.h util/mr_map.c \
+	util/mr_cache.h util/mr_cache.c util/mr_map.h util/mr_map.c util/rel.h util/rel.c \
 	util/atomic.h util/atomic.c \
 	util/coll_sched.h util/coll_sched.c \
 	util/av_table.h util/av_table_int.h util/av_table.c util/av_table_find.c \

@@ -59,6 +59,11 @@ unit_tests += tests/unit/test_coll_sched
 tests_unit_test_coll_sched_LDADD = $(unit_ldadd)
 tests_unit_test_coll_sched_CFLAGS = $(unit_cflags)
 
+# util/rel: sequence numbers, acknowledgements, round trips and the congestion window.
+unit_tests += tests/unit/test_rel
+tests_unit_test_rel_LDADD = $(unit_ldadd)
+tests_unit_test_rel_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
