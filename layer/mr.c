@@ -221,6 +221,38 @@ struct fi_ops_mr layer_mr_ops = {
 	.regattr = layer_mr_regattr,
 };
 
+/* A rendezvous registration over a core without RMA: an entry of the domain's own map. */
+struct layer_mr_soft {
+	struct fid_mr mr_fid;          /* what the cache hands out: its key is read from it */
+	struct util_mr_map_entry *entry;
+};
+
+static int layer_mr_soft_reg(struct layer_domain *domain, const struct iovec *iov,
+			     uint64_t access, uint64_t key, void **handle)
+{
+	struct fi_mr_attr attr = {
+		.mr_iov = iov,
+		.iov_count = 1,
+		.access = access,
+		.requested_key = key,
+	};
+	struct layer_mr_soft *soft;
+	int ret;
+
+	soft = calloc(1, sizeof(*soft));
+	if (!soft)
+		return -FI_ENOMEM;
+	ret = util_mr_map_insert(&domain->mr.rndv_map, &attr, NULL, &soft->entry);
+	if (ret) {
+		free(soft);
+		return ret;
+	}
+	soft->mr_fid.fid.fclass = FI_CLASS_MR;
+	soft->mr_fid.key = soft->entry->key;
+	*handle = &soft->mr_fid;
+	return 0;
+}
+
 /* The cache's callbacks: a core registration with a provider-owned key (lock held). */
 static int layer_mr_rndv_reg(void *arg, const struct iovec *iov, uint64_t access, void **handle)
 {
@@ -229,6 +261,8 @@ static int layer_mr_rndv_reg(void *arg, const struct iovec *iov, uint64_t access
 	struct fid_mr *mr;
 	int ret;
 
+	if (domain->mr.is_soft)
+		return layer_mr_soft_reg(domain, iov, access, key, handle);
 	ret = fi_mr_regv(domain->core_domain, iov, 1, access, 0, key, 0, &mr, NULL);
 	if (ret) {
 		LAYER_WARN_ONCE(FI_LOG_MR, "rendezvous registration failed: %s\n",
@@ -241,7 +275,35 @@ static int layer_mr_rndv_reg(void *arg, const struct iovec *iov, uint64_t access
 
 static void layer_mr_rndv_dereg(void *arg, void *handle)
 {
+	struct layer_domain *domain = arg;
+	struct layer_mr_soft *soft;
+
+	if (domain->mr.is_soft) {
+		soft = container_of(handle, struct layer_mr_soft, mr_fid);
+		util_mr_map_remove(&domain->mr.rndv_map, soft->entry);
+		free(soft);
+		return;
+	}
 	fi_close(&((struct fid_mr *) handle)->fid);
+}
+
+int layer_mr_rndv_lookup(struct layer_domain *domain, uint64_t key, uint64_t addr, size_t len,
+			 struct iovec *iov, size_t *iov_cnt, struct util_mr_map_entry **entry)
+{
+	int ret;
+
+	util_lock_acquire(&domain->mr.lock);
+	ret = util_mr_map_get(&domain->mr.rndv_map, key, addr, len, FI_REMOTE_READ, iov, iov_cnt,
+			      entry);
+	util_lock_release(&domain->mr.lock);
+	return ret;
+}
+
+void layer_mr_rndv_release(struct layer_domain *domain, struct util_mr_map_entry *entry)
+{
+	util_lock_acquire(&domain->mr.lock);
+	util_mr_map_put(&domain->mr.rndv_map, entry);
+	util_lock_release(&domain->mr.lock);
 }
 
 int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,
@@ -326,6 +388,9 @@ void layer_mr_domain_init(struct layer_domain *domain)
 	/* Only FI_THREAD_DOMAIN keeps two endpoints of the domain from running at once. */
 	util_lock_init(&mr->lock, domain->threading != FI_THREAD_DOMAIN);
 	atomic_init(&mr->next_key, 0);
+	/* addresses the rendezvous requests name: virtual, as the datagram transport says */
+	mr->is_soft = domain->core_info->ep_attr->type == FI_EP_DGRAM;
+	util_mr_map_init(&mr->rndv_map, FI_MR_VIRT_ADDR);
 	util_mr_cache_init(&mr->cache, capacity, layer_mr_rndv_reg, layer_mr_rndv_dereg, domain);
 	/* addresses and keys as the application's mr_mode says (FI_MR_BASIC: both bits) */
 	util_mr_map_init(&mr->map, domain->mr_mode == LAYER_MR_BASIC ?
@@ -336,6 +401,7 @@ void layer_mr_domain_fini(struct layer_domain *domain)
 {
 	util_lock_acquire(&domain->mr.lock);
 	util_mr_cache_fini(&domain->mr.cache);
+	util_mr_map_fini(&domain->mr.rndv_map);
 	util_mr_map_fini(&domain->mr.map);
 	util_lock_release(&domain->mr.lock);
 	util_lock_fini(&domain->mr.lock);

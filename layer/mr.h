@@ -36,6 +36,10 @@ struct layer_mr_domain {
 	struct util_mr_cache cache;    /* rendezvous registrations; under lock */
 	struct util_mr_map map;        /* the application's registrations, as peers' RMA
 					* requests name them (rma/); under lock */
+	bool is_soft;                  /* the core has no RMA (datagram cores): rendezvous
+					* registrations are entries of rndv_map, and the
+					* datagram transport serves peers' reads from it */
+	struct util_mr_map rndv_map;   /* is_soft: rendezvous registrations; under lock */
 };
 
 /* A rendezvous registration, from the cache: its core registration is entry->handle. */
@@ -71,6 +75,15 @@ int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,
 		      layer_rndv_reg_t **reg);
 /* The send is done with it (its peer has read it, or never will). */
 void layer_mr_rndv_put(struct layer_domain *domain, layer_rndv_reg_t *reg);
+
+/*
+ * Over a core without RMA: a peer's read of len bytes at addr under key, checked against the
+ * rendezvous registrations: 0 with the memory in iov and the entry held, or -FI_ENOKEY /
+ * -FI_EACCES / -FI_ETOOSMALL.
+ */
+int layer_mr_rndv_lookup(struct layer_domain *domain, uint64_t key, uint64_t addr, size_t len,
+			 struct iovec *iov, size_t *iov_cnt, struct util_mr_map_entry **entry);
+void layer_mr_rndv_release(struct layer_domain *domain, struct util_mr_map_entry *entry);
 
 static inline uint64_t layer_mr_rndv_key(const layer_rndv_reg_t *reg)
 {
