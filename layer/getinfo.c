@@ -6,7 +6,9 @@
  * The kind of core endpoint is settled here, per core, and found again the same way when the
  * domain opens (layer_get_core_info): connected (FI_EP_MSG) endpoints when the core has them,
  * reliable-datagram (FI_EP_RDM) ones otherwise, and always for the cores listed in
- * layer_rdm_cores; FI_OFI_LAYER_CORE_EP_TYPE forces one kind.
+ * layer_rdm_cores; datagram (FI_EP_DGRAM) ones for the cores in layer_dgram_cores, made
+ * reliable by the datagram transport (dgram/dgram.h); FI_OFI_LAYER_CORE_EP_TYPE forces one
+ * kind.
  */
 #include "config.h"
 
@@ -29,6 +31,9 @@ static const char *const layer_default_cores[] = { "tcp" };
  * sockets keeps its MSG endpoints unless FI_OFI_LAYER_CORE_EP_TYPE=rdm.
  */
 static const char *const layer_rdm_cores[] = { "net", "shm" };
+
+/* Cores that offer only unreliable datagrams: udp. */
+static const char *const layer_dgram_cores[] = { "udp" };
 
 /* Memory registration modes the provider can honour towards the core. */
 #define LAYER_CORE_MR_MODE (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED)
@@ -79,8 +84,17 @@ static size_t layer_core_ep_types(const char *core, enum fi_ep_type *types)
 	case LAYER_CORE_RDM:
 		types[0] = FI_EP_RDM;
 		return 1;
+	case LAYER_CORE_DGRAM:
+		types[0] = FI_EP_DGRAM;
+		return 1;
 	case LAYER_CORE_AUTO:
 		break;
+	}
+	for (i = 0; i < UTIL_ARRAY_SIZE(layer_dgram_cores); i++) {
+		if (!strcasecmp(core, layer_dgram_cores[i])) {
+			types[0] = FI_EP_DGRAM;
+			return 1;
+		}
 	}
 	for (i = 0; i < UTIL_ARRAY_SIZE(layer_rdm_cores); i++) {
 		if (!strcasecmp(core, layer_rdm_cores[i])) {
@@ -94,14 +108,22 @@ static size_t layer_core_ep_types(const char *core, enum fi_ep_type *types)
 }
 
 /*
- * What the endpoint needs of the core: RMA reads for rendezvous and, from a reliable-datagram
- * core, the source of every message it receives.
+ * What the endpoint needs of the core: RMA reads for rendezvous (a datagram core's are the
+ * transport's own) and, from a core without connections, the source of every message it
+ * receives.
  */
 static uint64_t layer_core_caps(enum fi_ep_type type)
 {
-	uint64_t caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SEND | FI_RECV;
+	uint64_t caps = FI_MSG | FI_SEND | FI_RECV;
 
-	return type == FI_EP_RDM ? caps | FI_SOURCE : caps;
+	switch (type) {
+	case FI_EP_DGRAM:
+		return caps | FI_SOURCE;
+	case FI_EP_RDM:
+		return caps | FI_RMA | FI_READ | FI_REMOTE_READ | FI_SOURCE;
+	default:
+		return caps | FI_RMA | FI_READ | FI_REMOTE_READ;
+	}
 }
 
 /* Builds the hints for the core's fi_getinfo from the application's hints. */
@@ -443,7 +465,8 @@ static bool layer_core_info_ok(const struct fi_info *core)
 		return false;
 	if (core->addr_format == FI_SOCKADDR_IN || core->addr_format == FI_SOCKADDR_IN6)
 		return true;
-	/* Names (shm) travel in a HELLO; a connection request has room for a sockaddr only. */
+	/* Names (shm) travel in a HELLO; a connection request has room for a sockaddr only,
+	 * and so does a datagram's header. */
 	return core->addr_format == FI_ADDR_STR && core->ep_attr->type == FI_EP_RDM;
 }
 

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "layer/layer.h"
+#include "layer/dgram/dgram.h"
 #include "layer/fabric.h"
 
 struct fi_provider *util_prov;
@@ -98,6 +99,21 @@ static const struct layer_param {
 	  "what counts where members share cores); 0 as dissemination and plain recursive "
 	  "doubling; 2 chooses per group: pairs when more of its members are on this host than "
 	  "it has processors online (default: 2)" },
+	{ "peer_timeout", &layer_dgram_settings.peer_timeout_ms, 100, (size_t) 1 << 31,
+	  "Over a datagram core: milliseconds a peer may leave what was sent to it "
+	  "unacknowledged (a keepalive included) before it is declared lost and everything "
+	  "outstanding with it fails with FI_EHOSTUNREACH (default: 10000)" },
+	{ "keepalive", &layer_dgram_settings.keepalive_ms, 0, (size_t) 1 << 31,
+	  "Over a datagram core: milliseconds of silence from a peer with a session after "
+	  "which it is probed, so that a peer that vanished is found; 0: never (default: "
+	  "1000)" },
+	{ "dgram_mtu", &layer_dgram_settings.mtu, 0, 65000,
+	  "Over a datagram core: bytes per datagram; 0 takes the core's max_msg_size (udp: "
+	  "1472, an Ethernet frame). Larger values fragment in IP unless the path carries "
+	  "them, as loopback does (default: 0)" },
+	{ "dgram_window", &layer_dgram_settings.window, 64, 4096,
+	  "Over a datagram core: packets a peer may have unacknowledged, and the most the "
+	  "congestion window grows to (default: 256)" },
 };
 
 static void layer_read_params(void)
@@ -127,23 +143,26 @@ static void layer_read_core_choice(void)
 
 	fi_param_define(&layer_prov, "core_ep_type", FI_PARAM_STRING, "%s",
 			"Kind of core endpoint to run over: 'msg' (connected endpoints), 'rdm' "
-			"(reliable-datagram endpoints), or 'auto': msg when the core offers it, "
-			"rdm otherwise and for net and shm (default: auto)");
+			"(reliable-datagram endpoints), 'dgram' (datagram endpoints, made reliable "
+			"by ofi_layer), or 'auto': msg when the core offers it, rdm otherwise and "
+			"for net and shm, dgram for udp (default: auto)");
 	if (fi_param_get_str(&layer_prov, "core_ep_type", &value) != FI_SUCCESS || !value)
 		return;
 	if (!strcasecmp(value, "msg"))
 		layer_settings.core_choice = LAYER_CORE_MSG;
 	else if (!strcasecmp(value, "rdm"))
 		layer_settings.core_choice = LAYER_CORE_RDM;
+	else if (!strcasecmp(value, "dgram"))
+		layer_settings.core_choice = LAYER_CORE_DGRAM;
 	else if (strcasecmp(value, "auto"))
-		FI_WARN(&layer_prov, FI_LOG_CORE,
-			"FI_OFI_LAYER_CORE_EP_TYPE=%s is not msg, rdm or auto, keeping auto\n",
-			value);
+		FI_WARN(&layer_prov, FI_LOG_CORE, "FI_OFI_LAYER_CORE_EP_TYPE=%s is not msg, rdm, "
+			"dgram or auto, keeping auto\n", value);
 }
 
 FI_EXT_INI
 {
 	uint32_t loaded = fi_version();
+	char *value = NULL;
 
 	util_prov = &layer_prov;
 	/* Structures grow at their ends from release to release: an older library's are too
@@ -158,5 +177,10 @@ FI_EXT_INI
 	}
 	layer_read_params();
 	layer_read_core_choice();
+	fi_param_define(&layer_prov, "dgram_fault", FI_PARAM_STRING, "%s",
+			"For tests only: 'drop=P,dup=P,reorder=P,seed=S' drops, duplicates and "
+			"reorders P percent of the datagrams a datagram core sends (default: off)");
+	if (fi_param_get_str(&layer_prov, "dgram_fault", &value) == FI_SUCCESS)
+		layer_dgram_settings.fault = value;
 	return &layer_prov;
 }

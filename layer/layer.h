@@ -66,6 +66,7 @@ enum layer_core_choice {
 	LAYER_CORE_AUTO,      /* MSG when the core has it, else RDM; net and shm: RDM */
 	LAYER_CORE_MSG,       /* connected endpoints only */
 	LAYER_CORE_RDM,       /* reliable-datagram endpoints only */
+	LAYER_CORE_DGRAM,     /* datagram endpoints, made reliable (dgram/); udp: always */
 };
 
 /* Tunables, read once at provider init from FI_OFI_LAYER_* (see man/fi_layer.7). */

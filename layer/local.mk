@@ -1,6 +1,7 @@
 # The provider: liblayer-fi.so, exporting only fi_prov_ini. The endpoint is a stack of one
 # folder per layer (layer/ep/ep.h draws it): ep/ (API), proto/ (transmit and receive paths),
-# conn/ (connections and peers), core/ (core adapters); beside proto/, rma/, atomic/ and coll/
+# conn/ (connections and peers), core/ (core adapters), dgram/ (the reliable transport a
+# datagram core runs under the RDM adapter); beside proto/, rma/, atomic/ and coll/
 # (collectives).
 pkglibdir = $(libdir)/libfabric
 pkglib_LTLIBRARIES = liblayer-fi.la
@@ -21,6 +22,8 @@ liblayer_fi_la_SOURCES = \
 	layer/proto/rxq.h layer/proto/rxq.c layer/proto/unexp.h layer/proto/unexp.c \
 	layer/conn/conn.h layer/conn/conn.c layer/conn/auth.h layer/conn/auth.c \
 	layer/core/core.h layer/core/core.c layer/core/wire.h layer/core/wire.c \
-	layer/core/core_msg.c layer/core/core_rdm.c
+	layer/core/core_msg.c layer/core/core_rdm.c \
+	layer/dgram/dgram.h layer/dgram/dgram_int.h layer/dgram/dgram_wire.h \
+	layer/dgram/dgram.c layer/dgram/rel.c layer/dgram/stream.c
 liblayer_fi_la_LIBADD = util/libutil.la $(FABRIC_LIBS) $(PTHREAD_LIBS)
 liblayer_fi_la_LDFLAGS = -module -avoid-version -shared -export-symbols-regex '^fi_prov_ini$$'

@@ -89,8 +89,8 @@ int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 	struct layer_core *core;
 	int ret;
 
-	core = domain->core_info->ep_attr->type == FI_EP_RDM ? layer_core_rdm_alloc() :
-							       layer_core_msg_alloc();
+	core = domain->core_info->ep_attr->type == FI_EP_MSG ? layer_core_msg_alloc() :
+							       layer_core_rdm_alloc();
 	if (!core)
 		return -FI_ENOMEM;
 	core->domain = domain;

@@ -7,7 +7,8 @@
  *   can land straight in the matched receive (direct receive);
  * - core_rdm.c, reliable-datagram (FI_EP_RDM) cores such as net and shm: one core endpoint
  *   and one core AV, a channel is a peer's address in that AV and one of the sender's key
- *   slots, announced by a HELLO.
+ *   slots, announced by a HELLO. Over datagram (FI_EP_DGRAM) cores such as udp the same
+ *   adapter runs on the datagram transport (dgram/dgram.h), which makes them reliable.
  *
  * A channel (struct layer_chan) is one way to a peer through the core; the connection layer
  * above (conn/conn.h) gives each the connection it carries. An adapter knows nothing above
@@ -28,6 +29,7 @@
 #include "layer/layer.h"
 #include "layer/domain.h"
 #include "layer/core/wire.h"
+#include "layer/dgram/dgram.h"
 #include "util/bufpool.h"
 #include "util/tagm.h"
 
@@ -104,6 +106,8 @@ struct layer_chan {
 					* NULL until the layer above takes the channel */
 	struct layer_core *core;
 	struct fid_ep *core_ep;        /* MSG: its own, NULL once closed; RDM: the endpoint's */
+	struct layer_dgram *dgram;     /* over a datagram core: the transport that carries it
+					* (core_ep then unused); else NULL */
 	fi_addr_t core_addr;           /* MSG: FI_ADDR_UNSPEC; RDM: the peer in the core AV */
 	bool is_outgoing;              /* opened by this endpoint (connect) */
 	bool is_two_way;               /* an incoming channel can carry this endpoint's data
@@ -275,21 +279,28 @@ static inline void layer_core_repost(struct layer_core *core, struct layer_buf *
 }
 
 /* The data path's core calls, the same for every kind (a channel names its endpoint and the
- * peer's address on it). ctx->chan must be chan. */
+ * peer's address on it, or the datagram transport that stands for the core). ctx->chan must
+ * be chan. */
 static inline ssize_t layer_core_sendv(struct layer_chan *chan, const struct iovec *iov,
 				       size_t count, struct layer_ctx *ctx)
 {
+	if (chan->dgram)
+		return layer_dgram_sendv(chan->dgram, iov, count, chan->core_addr, ctx);
 	return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
 }
 
 static inline ssize_t layer_core_inject(struct layer_chan *chan, const void *buf, size_t len)
 {
+	if (chan->dgram)
+		return layer_dgram_inject(chan->dgram, buf, len, chan->core_addr);
 	return fi_inject(chan->core_ep, buf, len, chan->core_addr);
 }
 
 static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t len,
 				      uint64_t addr, uint64_t key, struct layer_ctx *ctx)
 {
+	if (chan->dgram)
+		return layer_dgram_read(chan->dgram, buf, len, chan->core_addr, addr, key, ctx);
 	return fi_read(chan->core_ep, buf, len, NULL, chan->core_addr, addr, key, ctx);
 }
 

@@ -25,6 +25,11 @@
  * The core reports errors per operation, never per peer: an operation fails alone, unless
  * the error says the peer is gone (or a HELLO could not be sent), which fails every channel
  * with that peer; the next send to it says HELLO again.
+ *
+ * Over a datagram core the adapter runs the same way on the datagram transport (dgram.h)
+ * instead of a core endpoint: it posts no receive to the core (the transport takes posted
+ * buffers as messages arrive), sends handshakes as injects, and hears from the transport
+ * when a peer is lost.
  */
 #include "config.h"
 
@@ -98,6 +103,7 @@ struct layer_rdm_core {
 	struct layer_core core;        /* first */
 	struct fid_ep *ep;
 	struct fid_av *av;             /* FI_AV_TABLE: peers by core fi_addr */
+	struct layer_dgram *dg;        /* over a datagram core: the transport (ep, av unused) */
 	struct layer_rdm_peer *by_addr; /* uthash by address */
 	struct layer_rdm_peer **by_core_addr; /* indexed by core fi_addr */
 	size_t by_core_addr_cnt;
@@ -126,14 +132,18 @@ static int layer_rdm_post_buf(struct layer_core *core, struct layer_chan *chan,
 
 	(void) chan;
 	/* A buffer given back after a match goes to the pool when enough are posted. */
-	if (!rcore->ep || rcore->posted_cnt >= rcore->buf_target)
+	if ((!rcore->ep && !rcore->dg) || rcore->posted_cnt >= rcore->buf_target)
 		return -FI_EAGAIN;
 	layer_core_buf_reset(buf, NULL);
-	ret = fi_recv(rcore->ep, buf->data, core->buf_size, NULL, FI_ADDR_UNSPEC, buf);
-	if (ret)
-		return (int) ret;
+	if (!rcore->dg) {
+		ret = fi_recv(rcore->ep, buf->data, core->buf_size, NULL, FI_ADDR_UNSPEC, buf);
+		if (ret)
+			return (int) ret;
+	}
 	util_dlist_insert_tail(&buf->link, &rcore->posted_bufs);
 	rcore->posted_cnt++;
+	if (rcore->dg)
+		layer_dgram_buf_posted(rcore->dg);
 	return 0;
 }
 
@@ -181,7 +191,15 @@ static int layer_rdm_peer_get(struct layer_rdm_core *rcore, const void *addr,
 		*peer_out = peer;
 		return 0;
 	}
-	ret = fi_av_insert(rcore->av, addr, 1, &core_addr, 0, NULL);
+	if (rcore->dg) {
+		/* the transport's peer table is the AV: nothing to take back on failure */
+		ret = layer_dgram_av_insert(rcore->dg, addr, &core_addr);
+		if (ret)
+			return ret;
+		ret = 1;
+	} else {
+		ret = fi_av_insert(rcore->av, addr, 1, &core_addr, 0, NULL);
+	}
 	if (ret != 1) {
 		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "core av insert failed: %s\n",
 			fi_strerror(ret < 0 ? -ret : FI_EADDRNOTAVAIL));
@@ -216,7 +234,8 @@ static int layer_rdm_peer_get(struct layer_rdm_core *rcore, const void *addr,
 	return 0;
 
 err_remove:
-	fi_av_remove(rcore->av, &core_addr, 1, 0);
+	if (!rcore->dg)
+		fi_av_remove(rcore->av, &core_addr, 1, 0);
 	return ret;
 }
 
@@ -231,6 +250,7 @@ static struct layer_rdm_chan *layer_rdm_chan_alloc(struct layer_rdm_core *rcore,
 		return NULL;
 	rchan->chan.core = &rcore->core;
 	rchan->chan.core_ep = rcore->ep;
+	rchan->chan.dgram = rcore->dg;
 	rchan->chan.core_addr = peer->core_addr;
 	rchan->chan.is_outgoing = is_outgoing;
 	rchan->chan.key_slot = (uint16_t) slot;
@@ -247,7 +267,11 @@ static int layer_rdm_ctl_post(struct layer_rdm_core *rcore, struct layer_rdm_ctl
 	fi_addr_t dest = ctl->peer->core_addr;
 	ssize_t ret;
 
-	if (ctl->len <= rcore->core.inject_size) {
+	if (rcore->dg) {
+		ret = layer_dgram_inject(rcore->dg, &ctl->hdr, ctl->len, dest);
+		if (!ret)
+			free(ctl);
+	} else if (ctl->len <= rcore->core.inject_size) {
 		ret = fi_inject(rcore->ep, &ctl->hdr, ctl->len, dest);
 		if (!ret)
 			free(ctl);
@@ -652,8 +676,6 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 	struct layer_rdm_chan *rchan;
 	struct layer_rdm_peer *peer;
 
-	util_dlist_remove(&buf->link);
-	rcore->posted_cnt--;
 	buf->len = len;
 	if (unlikely(!layer_hdr_is_valid(hdr, len))) {
 		layer_rdm_drop(rcore, buf, "malformed");
@@ -778,10 +800,16 @@ static void layer_rdm_progress(struct layer_core *core)
 	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
 	struct layer_rdm_ctl *ctl;
 	struct layer_ctx *ctx;
+	struct layer_buf *buf;
 	ssize_t ret, i;
 
 	if (unlikely(!util_dlist_empty(&rcore->ctl_queue)))
 		layer_rdm_flush_ctl(rcore);
+	if (rcore->dg) {
+		/* peers' reads are served in here too, from the domain's map (mr.h) */
+		layer_dgram_progress(rcore->dg);
+		return;
+	}
 	for (;;) {
 		/* The core serves peers' reads in here, looking their keys up in the map other
 		 * endpoints of the domain register into and close from (mr.h). */
@@ -800,8 +828,10 @@ static void layer_rdm_progress(struct layer_core *core)
 			ctx = comp[i].op_context;
 			switch (ctx->type) {
 			case LAYER_CTX_BUF:
-				layer_rdm_handle_buf(rcore, container_of(ctx, struct layer_buf, ctx),
-						     comp[i].len, src[i]);
+				buf = container_of(ctx, struct layer_buf, ctx);
+				util_dlist_remove(&buf->link);
+				rcore->posted_cnt--;
+				layer_rdm_handle_buf(rcore, buf, comp[i].len, src[i]);
 				break;
 			case LAYER_CTX_CTRL:
 				ctl = container_of(ctx, struct layer_rdm_ctl, ctx);
@@ -825,6 +855,8 @@ static int layer_rdm_trywait(struct layer_core *core)
 	/* Handshakes to retry, or nothing to sleep on (a core CQ without a wait fd: shm). */
 	if (!util_dlist_empty(&layer_rdm_core_of(core)->ctl_queue) || core->cq_fd < 0)
 		return -FI_EAGAIN;
+	if (layer_rdm_core_of(core)->dg)
+		return layer_dgram_trywait(layer_rdm_core_of(core)->dg);
 	return fi_trywait(core->domain->fabric->core_fabric, fids, 1);
 }
 
@@ -835,6 +867,77 @@ static void layer_rdm_release_bufs(struct layer_rdm_core *rcore)
 	while ((item = util_dlist_pop_front(&rcore->posted_bufs)))
 		layer_core_buf_put(&rcore->core, container_of(item, struct layer_buf, link));
 	rcore->posted_cnt = 0;
+}
+
+/* Over a datagram core: what the transport calls (dgram.h). */
+
+/* A message starts arriving: it takes the first posted buffer. */
+static struct layer_buf *layer_rdm_dg_buf(void *arg)
+{
+	struct layer_rdm_core *rcore = arg;
+	struct util_dlist *item;
+
+	item = util_dlist_pop_front(&rcore->posted_bufs);
+	if (!item)
+		return NULL;
+	rcore->posted_cnt--;
+	return container_of(item, struct layer_buf, link);
+}
+
+static void layer_rdm_dg_recv(void *arg, struct layer_buf *buf, size_t len, fi_addr_t src)
+{
+	layer_rdm_handle_buf(arg, buf, len, src);
+}
+
+/* Sends and reads of the layers above (handshakes go as injects and never complete). */
+static void layer_rdm_dg_done(void *arg, struct layer_ctx *ctx, int err)
+{
+	struct layer_rdm_core *rcore = arg;
+
+	rcore->core.up->done(rcore->core.up_arg, ctx, err);
+}
+
+static void layer_rdm_dg_peer_lost(void *arg, fi_addr_t src, int err)
+{
+	struct layer_rdm_core *rcore = arg;
+	struct layer_rdm_peer *peer = layer_rdm_peer_by_src(rcore, src);
+
+	if (peer && !peer->is_failing)
+		layer_rdm_peer_fail(rcore, peer, err);
+}
+
+static const struct layer_dgram_upcalls layer_rdm_dg_upcalls = {
+	.buf = layer_rdm_dg_buf,
+	.recv = layer_rdm_dg_recv,
+	.done = layer_rdm_dg_done,
+	.peer_lost = layer_rdm_dg_peer_lost,
+};
+
+static int layer_rdm_enable_dgram(struct layer_rdm_core *rcore)
+{
+	struct layer_core *core = &rcore->core;
+	int ret;
+
+	ret = layer_dgram_open(core, &layer_rdm_dg_upcalls, rcore, &rcore->dg);
+	if (ret)
+		return ret;
+	/*
+	 * The transport copies what it sends and names peers' memory by virtual address. No
+	 * send is an inject: each completes once the peer acknowledged it (transmit complete,
+	 * at no cost: the acknowledgement rides on the answer), so that a send into a peer that
+	 * is lost fails instead of vanishing.
+	 */
+	core->iov_limit = LAYER_IOV_LIMIT + 1;
+	core->has_virt_addr = true;
+	core->inject_size = 0;
+	layer_rdm_refill(core, SIZE_MAX);
+	if (rcore->posted_cnt < rcore->buf_target) {
+		layer_dgram_close(rcore->dg);
+		rcore->dg = NULL;
+		layer_rdm_release_bufs(rcore);
+		return -FI_ENOMEM;
+	}
+	return 0;
 }
 
 static int layer_rdm_enable(struct layer_core *core, size_t tx_size)
@@ -852,6 +955,8 @@ static int layer_rdm_enable(struct layer_core *core, size_t tx_size)
 		core->info->rx_attr->size = rcore->buf_target;
 	if (core->info->tx_attr->size < tx_size)
 		core->info->tx_attr->size = tx_size;
+	if (core->info->ep_attr->type == FI_EP_DGRAM)
+		return layer_rdm_enable_dgram(rcore);
 
 	ret = fi_av_open(domain->core_domain, &av_attr, &rcore->av, rcore);
 	if (ret)
@@ -904,6 +1009,10 @@ static void layer_rdm_close(struct layer_core *core)
 	if (rcore->ep) {
 		fi_close(&rcore->ep->fid);
 		rcore->ep = NULL;
+	}
+	if (rcore->dg) {
+		layer_dgram_close(rcore->dg);
+		rcore->dg = NULL;
 	}
 	layer_rdm_release_bufs(rcore);
 	while ((item = util_dlist_pop_front(&rcore->ctl_queue)))
