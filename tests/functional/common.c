@@ -221,9 +221,9 @@ bool lt_core_is_msg(void)
 
 	if (choice && !strcasecmp(choice, "msg"))
 		return true;
-	if (choice && !strcasecmp(choice, "rdm"))
+	if (choice && (!strcasecmp(choice, "rdm") || !strcasecmp(choice, "dgram")))
 		return false;
-	return strcasecmp(core, "net") && strcasecmp(core, "shm");
+	return strcasecmp(core, "net") && strcasecmp(core, "shm") && strcasecmp(core, "udp");
 }
 
 bool lt_direct_recv(struct fid_ep *ep)

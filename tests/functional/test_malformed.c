@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -263,6 +264,12 @@ int main(void)
 	ssize_t ret;
 	int i, got = 0, errors = 0, warned;
 
+	/* Over udp every datagram is the datagram transport's before it is a message: a raw
+	 * core endpoint cannot speak to the layer, and test_dgram_wire checks that framing. */
+	if (!strcasecmp(lt_core_name(), "udp")) {
+		printf("skip: over udp;ofi_layer, test_dgram_wire checks what arrives malformed\n");
+		return LT_EXIT_SKIP;
+	}
 	alarm(120);
 	capture_log();
 	open_layer(&l);
