@@ -110,6 +110,14 @@ dist_check_SCRIPTS += tests/functional/run_over_net.sh
 TESTS += tests/functional/run_over_net.sh
 dist_check_SCRIPTS += tests/functional/run_over_tcp_rdm.sh
 TESTS += tests/functional/run_over_tcp_rdm.sh
+
+# And over a datagram core, udp, made reliable by the datagram transport, with its wire
+# protocol spoken by hand (test_dgram_wire: run there only).
+check_PROGRAMS += tests/functional/test_dgram_wire
+tests_functional_test_dgram_wire_SOURCES = tests/functional/test_dgram_wire.c $(func_common)
+tests_functional_test_dgram_wire_LDADD = $(func_ldadd)
+dist_check_SCRIPTS += tests/functional/run_over_udp.sh
+TESTS += tests/functional/run_over_udp.sh
 EXTRA_DIST += tests/functional/lsan_net.supp tests/functional/run_suite.sh
 
 # The same over tcp with bounce buffers instead of direct receive (fi_layer(7)).
@@ -119,3 +127,12 @@ TESTS += tests/functional/run_bounce.sh
 # libfabric's own fi_pingpong between two processes over ofi_layer; 77 without libfabric-bin.
 dist_check_SCRIPTS += tests/functional/run_fi_pingpong.sh
 TESTS += tests/functional/run_fi_pingpong.sh
+
+# Real packet loss and partitions (nftables in a network namespace of its own): test_loss is
+# run by run_loss.sh only, over udp;ofi_layer and tcp;ofi_layer; 77 unless root with ip and nft
+# (iproute2, nftables).
+check_PROGRAMS += tests/functional/test_loss
+tests_functional_test_loss_SOURCES = tests/functional/test_loss.c $(func_common)
+tests_functional_test_loss_LDADD = $(func_ldadd)
+dist_check_SCRIPTS += tests/functional/run_loss.sh
+TESTS += tests/functional/run_loss.sh
