@@ -27,6 +27,8 @@ struct layer_settings layer_settings = {
 	.coll_ring_allgather_size = 1 << 20,
 	.coll_paired = 2,
 	.coll_segment_size = 256 << 10,
+	.peer_timeout_ms = 30000,
+	.keepalive_ms = 1000,
 };
 
 struct fi_provider layer_prov = {
@@ -99,14 +101,17 @@ static const struct layer_param {
 	  "what counts where members share cores); 0 as dissemination and plain recursive "
 	  "doubling; 2 chooses per group: pairs when more of its members are on this host than "
 	  "it has processors online (default: 2)" },
-	{ "peer_timeout", &layer_dgram_settings.peer_timeout_ms, 100, (size_t) 1 << 31,
-	  "Over a datagram core: milliseconds a peer may leave what was sent to it "
-	  "unacknowledged (a keepalive included) before it is declared lost and everything "
-	  "outstanding with it fails with FI_EHOSTUNREACH (default: 10000)" },
-	{ "keepalive", &layer_dgram_settings.keepalive_ms, 0, (size_t) 1 << 31,
-	  "Over a datagram core: milliseconds of silence from a peer with a session after "
-	  "which it is probed, so that a peer that vanished is found; 0: never (default: "
-	  "1000)" },
+	{ "peer_timeout", &layer_settings.peer_timeout_ms, 100, (size_t) 1 << 31,
+	  "Milliseconds a peer may stay silent while something waits on it (over a datagram "
+	  "core: while what was sent to it is unacknowledged) before it is declared lost and "
+	  "everything outstanding with it fails with FI_EHOSTUNREACH. A peer answers only "
+	  "while its process progresses (manual progress): longer than any pause between "
+	  "its calls (default: 30000)" },
+	{ "keepalive", &layer_settings.keepalive_ms, 0, (size_t) 1 << 31,
+	  "Milliseconds of silence after which such a peer is probed (over a datagram core: "
+	  "any peer with a session), so that one that vanished is found; 0: never, and a "
+	  "peer that vanished is found only over a datagram core, by what it leaves "
+	  "unacknowledged (default: 1000)" },
 	{ "dgram_mtu", &layer_dgram_settings.mtu, 0, 65000,
 	  "Over a datagram core: bytes per datagram; 0 takes the core's max_msg_size (udp: "
 	  "1472, an Ethernet frame). Larger values fragment in IP unless the path carries "

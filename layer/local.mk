@@ -21,6 +21,7 @@ liblayer_fi_la_SOURCES = \
 	layer/proto/rndv.h layer/proto/rndv.c layer/proto/rx.h layer/proto/rx.c \
 	layer/proto/rxq.h layer/proto/rxq.c layer/proto/unexp.h layer/proto/unexp.c \
 	layer/conn/conn.h layer/conn/conn.c layer/conn/auth.h layer/conn/auth.c \
+	layer/conn/liveness.c \
 	layer/core/core.h layer/core/core.c layer/core/wire.h layer/core/wire.c \
 	layer/core/core_msg.c layer/core/core_rdm.c \
 	layer/dgram/dgram.h layer/dgram/dgram_int.h layer/dgram/dgram_wire.h \

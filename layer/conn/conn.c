@@ -417,6 +417,7 @@ int layer_conns_init(struct layer_conns *conns, struct layer_core *core,
 	util_dlist_init(&conns->live);
 	util_dlist_init(&conns->closed);
 	util_dlist_init(&conns->draining);
+	conns->is_watching = !core->has_liveness && layer_settings.keepalive_ms;
 	return layer_auth_init(&conns->auth, core->domain, info);
 }
 
@@ -566,7 +567,11 @@ static inline void layer_conn_set_sender(struct layer_conns *conns, struct layer
 static void layer_conn_up_recv(void *arg, struct layer_buf *buf)
 {
 	struct layer_conns *conns = layer_conns_of(arg);
+	struct layer_peer *peer = buf->ctx.chan->conn->peer;
 
+	/* anything from a watched peer says it is there */
+	if (unlikely(peer->is_watched))
+		peer->last_rx_ms = util_coarse_ns() / 1000000;
 	layer_conn_set_sender(conns, buf);
 	conns->up->recv(conns->up_arg, buf);
 }

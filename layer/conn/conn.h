@@ -27,6 +27,9 @@
  * The layer above sees connections fail through one call (upcalls->lost), after which it
  * completes everything that refers to the connection; the connection is freed once nothing
  * of it remains in the core.
+ *
+ * Liveness (liveness.c): a peer that something waits on and that stays silent is probed, and
+ * lost after FI_OFI_LAYER_PEER_TIMEOUT, unless the core adapter finds vanished peers itself.
  */
 #ifndef LAYER_CONN_CONN_H
 #define LAYER_CONN_CONN_H
@@ -50,6 +53,10 @@ struct layer_peer {
 	UT_hash_handle hh;             /* conns->peers */
 	struct util_dlist conns;       /* struct layer_conn by peer_link */
 	bool is_paced;                 /* transmit path: the peer asked us to pace (PACE) */
+	bool is_watched;               /* liveness: something waits on it, since watch_ms */
+	uint64_t watch_ms;
+	uint64_t last_rx_ms;           /* liveness: when it last sent anything */
+	uint64_t ping_ms;              /* liveness: when it was last probed */
 	uint8_t addr[LAYER_ADDR_MAX];  /* normalised (the hash key) */
 };
 
@@ -91,6 +98,8 @@ struct layer_conn_upcalls {
 	bool (*lost)(void *arg, struct layer_conn *conn);
 	/* Endpoint close: frees what refers to conn without completing it. */
 	void (*discard)(void *arg, struct layer_conn *conn);
+	/* Liveness: ask the peer of conn to answer (a PING). */
+	void (*probe)(void *arg, struct layer_conn *conn);
 	/* As core/core.h's upcalls, with buf->src_addr and buf->key set. */
 	void (*recv)(void *arg, struct layer_buf *buf);
 	void (*buf_lost)(void *arg, struct layer_buf *buf, int err);
@@ -112,6 +121,8 @@ struct layer_conns {
 	struct util_dlist closed;      /* failed, reaped at the end of the progress call */
 	struct util_dlist draining;    /* reaped, their core operations still in flight */
 	bool is_src_kept;              /* the AV tells of every change: src_addr kept */
+	bool is_watching;              /* liveness runs here (not over a datagram core) */
+	uint64_t next_watch_ms;
 };
 
 /* The upcalls the core adapter is given (arg: the struct layer_conns). */
@@ -139,6 +150,23 @@ void layer_conns_reap(struct layer_conns *conns);
 static inline bool layer_conns_has_closed(const struct layer_conns *conns)
 {
 	return !util_dlist_empty(&conns->closed) || !util_dlist_empty(&conns->draining);
+}
+
+/*
+ * Liveness, from each progress call: peers waiting on which have been silent are probed, or
+ * lost (their connections fail with FI_EHOSTUNREACH). Cheap until it is time to look.
+ */
+void layer_conns_watch_run(struct layer_conns *conns, uint64_t now_ms);
+
+static inline void layer_conns_watch(struct layer_conns *conns)
+{
+	uint64_t now_ms;
+
+	if (!conns->is_watching)
+		return;
+	now_ms = util_coarse_ns() / 1000000;
+	if (unlikely(now_ms >= conns->next_watch_ms))
+		layer_conns_watch_run(conns, now_ms);
 }
 
 /* The connections live (connecting or connected): what FI_OPT_LAYER_CONN_COUNT reads. */

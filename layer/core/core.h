@@ -213,6 +213,8 @@ struct layer_core {
 	size_t iov_limit;              /* iov entries one core send takes */
 	size_t inject_size;            /* bytes one core inject takes (header included) */
 	bool has_virt_addr;            /* core RMA addresses are virtual addresses */
+	bool has_liveness;             /* the adapter finds peers that vanished itself (the
+					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
 	size_t buf_size;               /* header + eager payload (direct receive: a record) */
 	size_t direct_max;             /* direct receive: the largest eager payload taken */

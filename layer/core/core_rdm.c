@@ -697,6 +697,7 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 	case LAYER_OP_WRITE_RTS:
 	case LAYER_OP_READ_REQ:
 	case LAYER_OP_ATOMIC:
+	case LAYER_OP_PING:
 		/* the peer's requests, on its key slot */
 		in = hdr->key_slot < peer->in_cnt ? &peer->in[hdr->key_slot] : NULL;
 		rchan = in ? layer_rdm_in_chan(rcore, peer, hdr->key_slot) : NULL;
@@ -930,6 +931,7 @@ static int layer_rdm_enable_dgram(struct layer_rdm_core *rcore)
 	core->iov_limit = LAYER_IOV_LIMIT + 1;
 	core->has_virt_addr = true;
 	core->inject_size = 0;
+	core->has_liveness = true;
 	layer_rdm_refill(core, SIZE_MAX);
 	if (rcore->posted_cnt < rcore->buf_target) {
 		layer_dgram_close(rcore->dg);

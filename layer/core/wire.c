@@ -85,6 +85,8 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	case LAYER_OP_HELLO_ACK:
 	case LAYER_OP_HELLO_NAK:
 	case LAYER_OP_COLL_ABORT:
+	case LAYER_OP_PING:
+	case LAYER_OP_PONG:
 		return len == sizeof(*hdr);
 	default:
 		return false;

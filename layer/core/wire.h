@@ -54,7 +54,7 @@
 #include "layer/layer.h"
 #include "util/atomic.h"
 
-#define LAYER_PROTO_VERSION 5
+#define LAYER_PROTO_VERSION 6
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -71,7 +71,9 @@
 	X(READ_REQ, "read-req")   /* RMA read of the target range */         \
 	X(READ_RESP, "read-resp") /* its data, or the target's segments */ \
 	X(ATOMIC, "atomic")       /* atomic: its description, operands */     \
-	X(COLL_ABORT, "coll-abort") /* a collective call failed at the sender */
+	X(COLL_ABORT, "coll-abort") /* a collective call failed at the sender */ \
+	X(PING, "ping")           /* liveness: are you there? */               \
+	X(PONG, "pong")           /* liveness: yes */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,

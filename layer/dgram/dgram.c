@@ -46,8 +46,6 @@
 
 struct layer_dgram_settings layer_dgram_settings = {
 	.window = 256,
-	.peer_timeout_ms = 10000,
-	.keepalive_ms = 1000,
 };
 
 uint64_t layer_dg_now(void)
@@ -458,7 +456,7 @@ put:
 
 static void layer_dg_keepalive(struct layer_dgram *dg)
 {
-	uint64_t idle = layer_dgram_settings.keepalive_ms * 1000;
+	uint64_t idle = layer_settings.keepalive_ms * 1000;
 	struct layer_dg_peer *peer, *tmp;
 	struct layer_dg_op *op;
 
@@ -491,9 +489,9 @@ static void layer_dg_timers(struct layer_dgram *dg)
 		}
 		next = UTIL_MIN(next, at);
 	}
-	if (layer_dgram_settings.keepalive_ms) {
+	if (layer_settings.keepalive_ms) {
 		layer_dg_keepalive(dg);
-		next = UTIL_MIN(next, dg->now_us + layer_dgram_settings.keepalive_ms * 1000 / 4);
+		next = UTIL_MIN(next, dg->now_us + layer_settings.keepalive_ms * 1000 / 4);
 	}
 	dg->next_timer_us = next;
 }

@@ -79,8 +79,6 @@ int layer_dgram_trywait(struct layer_dgram *dg);
 struct layer_dgram_settings {
 	size_t mtu;             /* datagram bytes; 0: the core's max_msg_size */
 	size_t window;          /* packets unacknowledged per peer at most */
-	size_t peer_timeout_ms; /* a peer that answers nothing this long is lost */
-	size_t keepalive_ms;    /* an idle session is probed this often; 0: never */
 	const char *fault;      /* test only: "drop=P,dup=P,reorder=P,seed=S" */
 };
 extern struct layer_dgram_settings layer_dgram_settings;

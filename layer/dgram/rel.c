@@ -63,7 +63,7 @@ void layer_dg_rel_reset(struct layer_dgram *dg, struct layer_dg_peer *peer)
 	peer->tx_mtu = dg->min_mtu;
 	util_rtt_init(&peer->rtt, LAYER_DG_RTO_INITIAL, LAYER_DG_RTO_MIN,
 		      UTIL_MIN((uint64_t) LAYER_DG_RTO_MAX,
-			       UTIL_MAX(layer_dgram_settings.peer_timeout_ms * 1000 / 4,
+			       UTIL_MAX(layer_settings.peer_timeout_ms * 1000 / 4,
 					(uint64_t) LAYER_DG_RTO_MIN)));
 	util_cwnd_init(&peer->cwnd, LAYER_DG_CWND_INITIAL, LAYER_DG_CWND_MIN,
 		       (uint32_t) dg->window);
@@ -316,7 +316,7 @@ void layer_dg_rel_fill_ack(struct layer_dgram *dg, struct layer_dg_peer *peer,
 
 uint64_t layer_dg_rel_timers(struct layer_dgram *dg, struct layer_dg_peer *peer)
 {
-	uint64_t timeout = layer_dgram_settings.peer_timeout_ms * 1000;
+	uint64_t timeout = layer_settings.peer_timeout_ms * 1000;
 	struct layer_dg_pkt *pkt;
 	uint32_t seq, end;
 

@@ -39,6 +39,7 @@ static void layer_ep_run_progress(struct layer_ep *ep)
 			layer_ep_core_progress(ep);
 		layer_conns_reap(&ep->conns);
 	}
+	layer_conns_watch(&ep->conns);
 	layer_unexp_check(&ep->proto);
 }
 

@@ -149,6 +149,12 @@ static void layer_proto_up_discard(void *arg, struct layer_conn *conn)
 	layer_rx_conn_lost(proto, conn);
 }
 
+static void layer_proto_up_probe(void *arg, struct layer_conn *conn)
+{
+	/* no memory: the next look tries again, the timeout holds either way */
+	layer_tx_ctrl(layer_proto_of(arg), conn, LAYER_OP_PING, 0, 0);
+}
+
 static void layer_proto_up_recv(void *arg, struct layer_buf *buf)
 {
 	layer_rx_arrive(layer_proto_of(arg), buf);
@@ -179,6 +185,7 @@ const struct layer_conn_upcalls layer_proto_conn_upcalls = {
 	.ready = layer_proto_up_ready,
 	.lost = layer_proto_up_lost,
 	.discard = layer_proto_up_discard,
+	.probe = layer_proto_up_probe,
 	.recv = layer_proto_up_recv,
 	.buf_lost = layer_proto_up_buf_lost,
 	.done = layer_proto_up_done,

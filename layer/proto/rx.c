@@ -558,6 +558,15 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 			layer_coll_abort_arrive(proto->coll, hdr->tag, buf->src_addr);
 		layer_core_repost(proto->core, buf);
 		return;
+	case LAYER_OP_PING:
+		/* liveness (conn/liveness.c): answered on the connection it came on */
+		layer_tx_ctrl(proto, buf->ctx.chan->conn, LAYER_OP_PONG, 0, 0);
+		layer_core_repost(proto->core, buf);
+		return;
+	case LAYER_OP_PONG:
+		/* its arrival was what counted */
+		layer_core_repost(proto->core, buf);
+		return;
 	default:
 		/* the adapters keep their handshakes */
 		layer_rx_drop(proto, buf, "a handshake out of place");

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Real packet loss and partitions: test_loss between two processes on the loopback of a private
 # network namespace, where nftables drops packets on input (data and acknowledgements alike).
-# For each provider of LOSS_PROVS (default "udp;ofi_layer tcp;ofi_layer"):
+# For each provider of LOSS_PROVS (default "udp;ofi_layer tcp;ofi_layer net;ofi_layer"):
 #   - data mode at each loss percentage of LOSS_PCTS (default "0 1 10");
 #   - over udp, data mode at 1% loss with reordering and duplication as well
 #     (FI_OFI_LAYER_DGRAM_FAULT, the core's test-only fault switch: nftables cannot do those);
@@ -11,11 +11,14 @@
 # 1 if a run failed, 77 if none ran (or not root, or ip/nft missing: Debian packages iproute2,
 # nftables), else 0. LOSS_MODES picks the kinds of runs (default "data fault silent"),
 # LOSS_SEED fixes the fault seed (default: this shell's pid), LOSS_VERBOSE=1 prints every
-# run's whole output; LT_LOSS_COUNT, LT_LOSS_DEADLINE, LT_SILENT_TCP and the
+# run's whole output; LT_LOSS_COUNT, LT_LOSS_DEADLINE and the
 # FI_OFI_LAYER_* parameters are passed to the program.
 set -u
 bin=${LAYER_TEST_BUILDDIR:-.}/tests/functional
-provs=${LOSS_PROVS:-"udp;ofi_layer tcp;ofi_layer"}
+provs=${LOSS_PROVS:-"udp;ofi_layer tcp;ofi_layer net;ofi_layer"}
+# net picks its interfaces itself: the namespace's loopback is where the test's addresses are.
+FI_NET_IFACE=${FI_NET_IFACE:-lo}
+export FI_NET_IFACE
 pcts=${LOSS_PCTS:-"0 1 10"}
 modes=${LOSS_MODES:-"data fault silent"}
 seed=${LOSS_SEED:-$$}

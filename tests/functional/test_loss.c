@@ -17,11 +17,13 @@
  * FI_OFI_LAYER_PEER_TIMEOUT (milliseconds; 2000 unless set) both sends must fail with an error
  * completion that says the peer is gone, within 4 timeouts + 5 s, and a message whose send
  * failed must never arrive (the child's receives for them are still there to be canceled).
- * Then the parent lifts the partition and a new exchange both ways must succeed: a lost peer
- * that comes back is talked to again. This mode runs only inside the
+ * Then the parent lifts the partition; each side sends a first message with
+ * FI_DELIVERY_COMPLETE, again while it fails with the old conversation, and once both went
+ * through a new exchange both ways must succeed: a lost peer that comes back is talked to
+ * again. This mode runs only inside the
  * network namespace run_loss.sh made (LT_NETNS; it never touches the host's rules) and needs
- * the table and chain made there (LT_NFT_TABLE, LT_NFT_CHAIN). Over a core other than udp it is
- * skipped unless LT_SILENT_TCP is set (liveness over tcp is not there yet).
+ * the table and chain made there (LT_NFT_TABLE, LT_NFT_CHAIN). Over udp the datagram transport
+ * finds the silent peer; over tcp and net the layer's own liveness does (PING, fi_layer(7)).
  *
  * Parameters (environment): LT_LOSS_COUNT messages each way (default 200), LT_LOSS_DEADLINE
  * seconds for the whole run (default 100); LT_LOSS_PCT and FI_OFI_LAYER_DGRAM_FAULT are only
@@ -61,6 +63,7 @@
 #define AFTER_SLACK_MS 20000
 #define TAG_SMALL (UINT64_C(1) << 48)
 #define TAG_BIG (TAG_SMALL + 1)
+#define TAG_AGAIN (TAG_SMALL + 2)
 #define SMALL_LEN 8
 #define BIG_LEN (1 << 20)
 
@@ -197,9 +200,6 @@ struct stream {
 	unsigned tx_done, rx_done;	  /* completions taken, good or bad */
 	unsigned tx_ok, rx_ok;		  /* completions that passed every check */
 	unsigned reports;		  /* failure lines printed */
-	bool may_resend;		  /* after a partition: a send that fails because the
-					   * peer's old session ended is sent again */
-	unsigned resent;
 };
 
 static void stream_fail(struct stream *s, const char *fmt, ...)
@@ -345,26 +345,6 @@ static void stream_post_rx(struct stream *s)
 	}
 }
 
-static bool is_peer_lost_err(int err);
-
-/*
- * After a partition, a send posted before this side learned that the peer declared it lost
- * fails with the old conversation (as a tcp connection reset would): the application's answer
- * is to send again, which must then work. At most twice per message's worth of window.
- */
-static bool stream_resend(struct stream *s, struct op *op, const struct lt_comp *c)
-{
-	uint64_t tag = s->base + op->seq;
-
-	if (!s->may_resend || !c->err || !is_peer_lost_err(c->err) || s->resent >= 2 * WINDOW)
-		return false;
-	s->resent++;
-	lt_note("%s: send %" PRIu64 " failed with %s after the partition: sent again", s->who,
-		op->seq, fi_strerror(c->err));
-	return !LT_RETRY(fi_tsend(s->ep->ep, op->buf, msg_len(op->seq), NULL, s->peer, tag,
-				  &op->ctx));
-}
-
 static void stream_take_tx(struct stream *s, const struct lt_comp *c)
 {
 	struct op *op = op_find(s->tx, c->op_context);
@@ -375,8 +355,6 @@ static void stream_take_tx(struct stream *s, const struct lt_comp *c)
 			    c->op_context, c->err);
 		return;
 	}
-	if (stream_resend(s, op, c))
-		return;
 	op->is_busy = false;
 	s->tx_done++;
 	len = msg_len(op->seq);
@@ -519,7 +497,71 @@ static int nft(const char *verb, const char *rest)
 static bool is_peer_lost_err(int err)
 {
 	return err == FI_EHOSTUNREACH || err == FI_ECONNRESET || err == FI_ECONNABORTED ||
-	       err == FI_ETIMEDOUT || err == FI_EIO;
+	       err == FI_ETIMEDOUT || err == FI_EIO || err == FI_ENOTCONN;
+}
+
+/*
+ * After the partition, each side first makes sure it talks to the peer again, as an
+ * application that lost a peer would: a message sent with FI_DELIVERY_COMPLETE, sent again
+ * while it fails because this side still held the conversation the peer ended (a send
+ * posted before this side learned that can only fail; one that completed is there). Then it
+ * has the peer's. Only after both does the new exchange start, and then nothing may fail.
+ */
+static bool reconnect(const char *who, struct lt_ep *ep, fi_addr_t peer, uint64_t deadline)
+{
+	struct fi_context2 sctx, rctx;
+	char out[8] = "again", in[8 + SLACK];
+	bool is_sent = false, is_received = false, is_posted = false;
+	unsigned tries = 0;
+	struct lt_comp c;
+	ssize_t ret;
+
+	ret = LT_RETRY(fi_trecv(ep->ep, in, sizeof(in), NULL, FI_ADDR_UNSPEC, TAG_AGAIN, 0,
+				&rctx));
+	if (!LT_CHECK_RET(ret, 0, "%s: post the receive for the peer's first message again",
+			  who))
+		return false;
+	while (!(is_sent && is_received) && lt_now_ms() < deadline) {
+		if (!is_sent && !is_posted) {
+			ret = LT_RETRY(fi_tsendmsg(ep->ep, &(struct fi_msg_tagged) {
+						   .msg_iov = &(struct iovec) {
+							   .iov_base = out,
+							   .iov_len = sizeof(out) },
+						   .iov_count = 1,
+						   .addr = peer,
+						   .tag = TAG_AGAIN,
+						   .context = &sctx },
+					   FI_COMPLETION | FI_DELIVERY_COMPLETE));
+			if (!LT_CHECK_RET(ret, 0, "%s: send the first message again", who))
+				return false;
+			is_posted = true;
+			tries++;
+		}
+		lt_progress();
+		while (lt_cq_take(&ep->tx, &c)) {
+			if (c.op_context != &sctx)
+				continue;
+			is_posted = false;
+			if (!c.err) {
+				is_sent = true;
+			} else if (is_peer_lost_err(c.err) && tries < 8) {
+				lt_note("%s: the first message after the partition failed with %s "
+					"(the old conversation): sent again", who,
+					fi_strerror(c.err));
+			} else {
+				LT_CHECK(false, "%s: the first message after the partition: %s", who,
+					 fi_strerror(c.err));
+				return false;
+			}
+		}
+		while (lt_cq_take(&ep->rx, &c)) {
+			if (c.op_context == &rctx && !c.err && !strcmp(in, "again"))
+				is_received = true;
+		}
+	}
+	return LT_CHECK(is_sent && is_received,
+			"%s: talks to the peer again after the partition (sent %s, received %s)",
+			who, is_sent ? "yes" : "no", is_received ? "yes" : "no");
 }
 
 #define OUTCOME_FAILED 'f'
@@ -666,12 +708,13 @@ static void silent_parent(struct lt_ep *ep, fi_addr_t peer, struct lt_child *chi
 		      "heal: the child is ready for the exchange after the partition"))
 		goto out;
 
+	deadline = after_deadline(deadline);
+	if (!reconnect("parent", ep, peer, deadline))
+		goto out;
 	if (stream_init(&s, "parent, after the partition", ep, peer, AFTER_BASE, SILENT_COUNT)) {
 		LT_CHECK(false, "allocate the buffers");
 		goto out;
 	}
-	s.may_resend = true;
-	deadline = after_deadline(deadline);
 	stream_run(&s, deadline);
 	LT_CHECK(sync_both(child->from_child, child->to_child, ms_left(deadline) + SYNC_SLACK_MS),
 		 "the child's checks after the partition passed");
@@ -795,12 +838,13 @@ static void silent_child(struct lt_ep *ep, fi_addr_t peer, int rfd, int wfd, uin
 	if (say(wfd, "ready"))
 		return;
 
+	deadline = after_deadline(deadline);
+	if (!reconnect("child", ep, peer, deadline))
+		return;
 	if (stream_init(&s, "child, after the partition", ep, peer, AFTER_BASE, SILENT_COUNT)) {
 		LT_CHECK(false, "child: allocate the buffers");
 		return;
 	}
-	s.may_resend = true;
-	deadline = after_deadline(deadline);
 	stream_run(&s, deadline);
 	sync_both(rfd, wfd, ms_left(deadline) + SYNC_SLACK_MS);
 	stream_fini(&s);
@@ -905,10 +949,6 @@ int main(int argc, char **argv)
 	hints = lt_hints(FI_TAGGED);
 	info = lt_getinfo_or_skip(hints);
 	if (is_silent) {
-		if (strncmp(lt_prov(), "udp", 3) && !getenv("LT_SILENT_TCP")) {
-			snprintf(why, sizeof(why), "silent peer over %s: not yet", lt_prov());
-			lt_skip(why);
-		}
 		if (!is_plain_name(cfg.table) || !is_plain_name(cfg.chain))
 			lt_skip("silent mode needs the nftables table and chain of run_loss.sh "
 				"(LT_NFT_TABLE, LT_NFT_CHAIN)");
