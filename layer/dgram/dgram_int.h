@@ -97,6 +97,7 @@ struct layer_dg_peer {
 	struct util_cwnd cwnd;
 	uint64_t stall_us;            /* since when an unacknowledged packet has waited with
 				       * no acknowledgement moving */
+	bool is_probed;               /* the tail was probed since the acknowledgement moved */
 	/* receiving */
 	uint32_t rcv_nxt;             /* the next packet the stream needs */
 	struct layer_dg_pkt **rx_win; /* packets past it, by seq % window */

@@ -5,8 +5,11 @@
  * the peer's window) unacknowledged), each kept until acknowledged. The cumulative
  * acknowledgement frees packets and completes ops whose last packet it passes; the selective
  * one marks packets that arrived past a hole. A packet is resent
- * - when three packets sent after it were reported and a round trip has passed since it
- *   went (a hole: the window halves, once per window), or
+ * - when a packet sent after it was reported and half a round trip has passed since it went
+ *   (a hole: windows are a few datagrams when they are large, so waiting for three reports
+ *   as TCP does would wait for the timeout; the window halves, once per window);
+ * - as a probe, the newest one, when nothing was acknowledged for two round trips (a loss at
+ *   the tail of a burst has no later packet to reveal it: the probe's acknowledgement does);
  * - when the oldest unacknowledged has waited a retransmission timeout (measured round trip,
  *   RFC 6298, doubled on each expiry: the window drops to its floor), and then every packet
  *   not reported within the window that waited as long.
@@ -23,8 +26,8 @@
 
 #include "layer/dgram/dgram_int.h"
 
-/* Packets reported after a hole before it counts as lost (as TCP's three duplicates). */
-#define LAYER_DG_HOLE_THRESHOLD 3
+/* The least wait before a probe of the tail, microseconds. */
+#define LAYER_DG_PROBE_MIN 100
 
 int layer_dg_rel_init(struct layer_dgram *dg, struct layer_dg_peer *peer)
 {
@@ -55,6 +58,7 @@ void layer_dg_rel_reset(struct layer_dgram *dg, struct layer_dg_peer *peer)
 		peer->rx_win[i] = NULL;
 	}
 	peer->snd_una = peer->snd_nxt = peer->recover = 0;
+	peer->is_probed = false;
 	peer->rcv_nxt = 0;
 	peer->rx_held = 0;
 	peer->ack_owed = 0;
@@ -125,8 +129,10 @@ void layer_dg_rel_push(struct layer_dgram *dg, struct layer_dg_peer *peer)
 		pkt->op = op;
 		pkt->tries = 0;
 		pkt->is_sacked = false;
-		if (peer->snd_nxt == peer->snd_una)
+		if (peer->snd_nxt == peer->snd_una) {
 			peer->stall_us = dg->now_us;
+			peer->is_probed = false;
+		}
 		*layer_dg_tx_slot(dg, peer, peer->snd_nxt) = pkt;
 		peer->snd_nxt++;
 		if (flags & LAYER_DG_LAST) {
@@ -164,13 +170,13 @@ static void layer_dg_complete_ops(struct layer_dgram *dg, struct layer_dg_peer *
 
 /*
  * Packets the peer reported past the hole at snd_una: marked, and a packet before the last
- * reported with LAYER_DG_HOLE_THRESHOLD reported after it is resent once per round trip.
+ * reported that went half a round trip ago is resent.
  */
 static void layer_dg_rel_sacked(struct layer_dgram *dg, struct layer_dg_peer *peer,
 				const struct util_ack *ack)
 {
 	uint32_t seq, highest = util_ack_highest(ack);
-	uint64_t wait = UTIL_MAX(peer->rtt.srtt, (uint64_t) 1);
+	uint64_t wait = UTIL_MAX(peer->rtt.srtt / 2, (uint64_t) 1);
 	struct layer_dg_pkt *pkt;
 	unsigned after = 0;
 
@@ -186,8 +192,7 @@ static void layer_dg_rel_sacked(struct layer_dgram *dg, struct layer_dg_peer *pe
 			after++;
 			continue;
 		}
-		if (pkt->is_sacked || after < LAYER_DG_HOLE_THRESHOLD ||
-		    dg->now_us - pkt->sent_us < wait)
+		if (pkt->is_sacked || !after || dg->now_us - pkt->sent_us < wait)
 			continue;
 		if (!util_seq_before(seq, peer->recover)) {
 			util_cwnd_loss(&peer->cwnd);
@@ -223,6 +228,7 @@ void layer_dg_rel_acked(struct layer_dgram *dg, struct layer_dg_peer *peer,
 	}
 	if (newly) {
 		peer->stall_us = dg->now_us;
+		peer->is_probed = false;
 		util_cwnd_acked(&peer->cwnd, newly);
 		/* a timeout's backoff ends with the acknowledgement */
 		if (peer->rtt.srtt)
@@ -316,8 +322,8 @@ void layer_dg_rel_fill_ack(struct layer_dgram *dg, struct layer_dg_peer *peer,
 
 uint64_t layer_dg_rel_timers(struct layer_dgram *dg, struct layer_dg_peer *peer)
 {
-	uint64_t timeout = layer_settings.peer_timeout_ms * 1000;
-	struct layer_dg_pkt *pkt;
+	uint64_t timeout = layer_settings.peer_timeout_ms * 1000, probe_at;
+	struct layer_dg_pkt *pkt, *tail;
 	uint32_t seq, end;
 
 	if (peer->snd_una == peer->snd_nxt)
@@ -327,8 +333,18 @@ uint64_t layer_dg_rel_timers(struct layer_dgram *dg, struct layer_dg_peer *peer)
 		return UINT64_MAX;
 	}
 	pkt = *layer_dg_tx_slot(dg, peer, peer->snd_una);
+	probe_at = peer->stall_us + UTIL_MAX(2 * peer->rtt.srtt, (uint64_t) LAYER_DG_PROBE_MIN);
+	if (!peer->is_probed && peer->rtt.srtt && dg->now_us >= probe_at &&
+	    dg->now_us - pkt->sent_us < peer->rtt.rto) {
+		/* a probe of the tail: its acknowledgement says which holes there are */
+		peer->is_probed = true;
+		tail = *layer_dg_tx_slot(dg, peer, peer->snd_nxt - 1);
+		if (!tail->is_sacked)
+			layer_dg_resend(dg, peer, tail);
+	}
 	if (dg->now_us - pkt->sent_us < peer->rtt.rto)
-		return pkt->sent_us + peer->rtt.rto;
+		return peer->is_probed || !peer->rtt.srtt ? pkt->sent_us + peer->rtt.rto :
+			UTIL_MIN(pkt->sent_us + peer->rtt.rto, probe_at);
 	/* a timeout: the oldest goes again, and whatever in the window waited as long */
 	util_rtt_backoff(&peer->rtt);
 	util_cwnd_timeout(&peer->cwnd);
