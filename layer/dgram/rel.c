@@ -250,17 +250,22 @@ void layer_dg_rel_drain(struct layer_dgram *dg, struct layer_dg_peer *peer)
 		return;
 	peer->is_draining = true;
 	while ((pkt = *(slot = &peer->rx_win[peer->rcv_nxt % dg->window]))) {
-		if (!layer_dg_stream_take(dg, peer, pkt)) {
-			dg->is_buf_short = true;
-			break;
-		}
-		/* what went up may have ended the session, and the held packets with it */
-		if (peer->my_sess != sess)
-			break;
+		/* taken before it goes up: an answer sent from there acknowledges it */
 		*slot = NULL;
 		peer->rx_held--;
 		peer->rcv_nxt++;
+		if (!layer_dg_stream_take(dg, peer, pkt)) {
+			/* nothing went up: it waits for a buffer where it was */
+			peer->rcv_nxt--;
+			peer->rx_held++;
+			*slot = pkt;
+			dg->is_buf_short = true;
+			break;
+		}
 		layer_dg_pkt_put(dg, pkt);
+		/* what went up may have ended the session, and the held packets with it */
+		if (peer->my_sess != sess)
+			break;
 	}
 	peer->is_draining = false;
 }
