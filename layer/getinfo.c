@@ -419,6 +419,11 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->domain_attr->max_ep_stx_ctx = 0;
 	info->domain_attr->max_ep_srx_ctx = 0;
 	info->domain_attr->cntr_cnt = 1024;
+	if (core->ep_attr->type == FI_EP_DGRAM) {
+		/* registrations are the provider's own map (mr.c), the core sees none */
+		info->domain_attr->mr_iov_limit = LAYER_IOV_LIMIT;
+		info->domain_attr->mr_cnt = 65536;
+	}
 	/* Keys as asked: FI_AV_AUTH_KEY, or a domain's or endpoint's key (fi_domain(3) and
 	 * fi_endpoint(3): only from API 1.5 on). */
 	free(info->domain_attr->auth_key);

@@ -17,7 +17,7 @@ static const char *const layer_mr_cacheable_cores[] = { "tcp", "net", "sockets",
 struct layer_mr {
 	struct fid_mr mr_fid;
 	struct layer_domain *domain;
-	struct fid_mr *core_mr;
+	struct fid_mr *core_mr;         /* NULL over a core without RMA: the map is all */
 	struct util_mr_map_entry *entry; /* what peers' RMA requests find */
 	struct layer_cntr *rem_write_cntr; /* fi_mr_bind FI_REMOTE_WRITE: peers' writes */
 	struct layer_cntr *rem_read_cntr;  /* fi_mr_bind FI_REMOTE_READ: peers' reads */
@@ -32,7 +32,7 @@ static int layer_mr_close(struct fid *fid)
 	int ret;
 
 	util_lock_acquire(&mr->domain->mr.lock);
-	ret = fi_close(&mr->core_mr->fid);
+	ret = mr->core_mr ? fi_close(&mr->core_mr->fid) : 0;
 	/* gone for every later request; a transfer in progress keeps the entry until done,
 	 * and finds no region to count for then */
 	if (!ret) {
@@ -155,11 +155,13 @@ static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uin
 	if (!mr)
 		return -FI_ENOMEM;
 	util_lock_acquire(&domain->mr.lock);
-	ret = fi_mr_regattr(domain->core_domain, attr, flags, &mr->core_mr);
+	/* a core without RMA never touches the application's memory: nothing to register */
+	ret = domain->mr.is_soft ? 0 :
+	      fi_mr_regattr(domain->core_domain, attr, flags, &mr->core_mr);
 	if (!ret) {
 		/* peers' requests name it by its key in the map, the one the application sees */
 		ret = util_mr_map_insert(&domain->mr.map, attr, mr, &mr->entry);
-		if (ret)
+		if (ret && mr->core_mr)
 			fi_close(&mr->core_mr->fid);
 	}
 	util_lock_release(&domain->mr.lock);
@@ -171,7 +173,7 @@ static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uin
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = attr->context;
 	mr->mr_fid.fid.ops = &layer_mr_fi_ops;
-	mr->mr_fid.mem_desc = fi_mr_desc(mr->core_mr);
+	mr->mr_fid.mem_desc = mr->core_mr ? fi_mr_desc(mr->core_mr) : NULL;
 	mr->mr_fid.key = mr->entry->key;
 	atomic_fetch_add(&domain->ref, 1);
 	*mr_fid = &mr->mr_fid;
