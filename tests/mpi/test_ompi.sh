@@ -1,6 +1,7 @@
 #!/bin/sh
-# Open MPI's ofi MTL over tcp;ofi_layer on 127.0.0.1: builds tests/mpi/mpi_probe.c with mpicc
-# and runs it with 2 and 3 ranks. Skipped (77) when Open MPI is not installed.
+# Open MPI's ofi MTL over tcp;ofi_layer and udp;ofi_layer on 127.0.0.1: builds
+# tests/mpi/mpi_probe.c with mpicc and runs it with 2 and 3 ranks over each (LAYER_TEST_MPI_PROVS
+# names others). Skipped (77) when Open MPI is not installed.
 set -u
 command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 || {
 	echo "SKIP: Open MPI (openmpi-bin, libopenmpi-dev) not installed"; exit 77; }
@@ -32,16 +33,18 @@ if [ -n "${LAYER_TEST_FABRIC_LIBDIR:-}" ]; then
 	lib_env="-x LD_LIBRARY_PATH"
 fi
 pass=0 fail=0
-for np in 2 3; do
-	if timeout 180 mpirun $root --oversubscribe -np $np --bind-to none \
-		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_layer" \
-		--mca oob_tcp_if_include lo --mca btl self \
-		-x FI_PROVIDER_PATH -x FI_TCP_IFACE $lib_env $asan_env "$exe"; then
-		pass=$((pass + 1))
-	else
-		echo "FAIL: $np ranks"
-		fail=$((fail + 1))
-	fi
+for prov in ${LAYER_TEST_MPI_PROVS:-"tcp;ofi_layer" "udp;ofi_layer"}; do
+	for np in 2 3; do
+		if timeout 180 mpirun $root --oversubscribe -np $np --bind-to none \
+			--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov" \
+			--mca oob_tcp_if_include lo --mca btl self \
+			-x FI_PROVIDER_PATH -x FI_TCP_IFACE $lib_env $asan_env "$exe"; then
+			pass=$((pass + 1))
+		else
+			echo "FAIL: $prov, $np ranks"
+			fail=$((fail + 1))
+		fi
+	done
 done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
