@@ -499,6 +499,11 @@ static int layer_conn_up_accept(void *arg, struct layer_chan *chan, const struct
 		case LAYER_CLASH_REFUSE:
 			FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "refusing the peer's request: "
 			       "connection %p is kept\n", (void *) cur);
+			/* A peer that asks while ours is up may no longer have it (it declared
+			 * us lost, or restarted): probed now, tcp answers with a reset then, cur
+			 * fails, and the peer's next request is taken. */
+			if (cur->state == LAYER_CONN_CONNECTED)
+				conns->up->probe(conns->up_arg, cur);
 			return -FI_EALREADY;
 		case LAYER_CLASH_TAKE:
 			FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "connection %p goes on over the "

@@ -923,14 +923,14 @@ static int layer_rdm_enable_dgram(struct layer_rdm_core *rcore)
 	if (ret)
 		return ret;
 	/*
-	 * The transport copies what it sends and names peers' memory by virtual address. No
-	 * send is an inject: each completes once the peer acknowledged it (transmit complete,
-	 * at no cost: the acknowledgement rides on the answer), so that a send into a peer that
-	 * is lost fails instead of vanishing.
+	 * The transport copies what it sends and names peers' memory by virtual address. A
+	 * message up to the provider's inject size completes once copied, as over the other
+	 * cores (an inject); a larger one once the peer acknowledged it (transmit complete),
+	 * so that a send into a peer that is lost fails instead of vanishing.
 	 */
 	core->iov_limit = LAYER_IOV_LIMIT + 1;
 	core->has_virt_addr = true;
-	core->inject_size = 0;
+	core->inject_size = LAYER_HDR_SIZE + LAYER_INJECT_SIZE;
 	core->has_liveness = true;
 	layer_rdm_refill(core, SIZE_MAX);
 	if (rcore->posted_cnt < rcore->buf_target) {

@@ -229,15 +229,20 @@ static void layer_dg_owe_ack(struct layer_dgram *dg, struct layer_dg_peer *peer)
 	peer->is_ack_listed = true;
 }
 
-/* Acknowledgements owed go: all of them (idle), or those that should not wait. */
-static void layer_dg_flush_acks(struct layer_dgram *dg, bool is_all)
+/*
+ * Acknowledgements owed go: all of them (idle, or the caller is about to sleep), those
+ * asked for (is_asked: the progress call ends, and its caller may not call again soon while
+ * the peer's operation waits), or those that should not wait at all.
+ */
+static void layer_dg_flush_acks(struct layer_dgram *dg, bool is_all, bool is_asked)
 {
 	struct util_dlist *item, *tmp;
 	struct layer_dg_peer *peer;
 
 	util_dlist_foreach_safe(&dg->ack_peers, item, tmp) {
 		peer = container_of(item, struct layer_dg_peer, ack_link);
-		if (is_all || peer->is_ack_now || peer->ack_owed >= LAYER_DG_ACK_EVERY)
+		if (is_all || peer->is_ack_now || peer->ack_owed >= LAYER_DG_ACK_EVERY ||
+		    (is_asked && peer->is_ack_asked))
 			layer_dg_send_ack(dg, peer);
 	}
 }
@@ -445,6 +450,8 @@ static void layer_dg_handle(struct layer_dgram *dg, struct layer_dg_pkt *pkt, si
 	if (hdr->type != LAYER_DG_DATA)
 		goto put;
 	pkt->seq = hdr->seq;
+	if (hdr->flags & LAYER_DG_ACK_REQ)
+		peer->is_ack_asked = true;
 	layer_dg_owe_ack(dg, peer);
 	layer_dg_rel_data(dg, peer, pkt);
 	return;
@@ -525,12 +532,14 @@ void layer_dgram_progress(struct layer_dgram *dg)
 		dg->rx_posted--;
 		layer_dg_handle(dg, pkt, comp.len, src);
 		if (n % 16 == 15)
-			layer_dg_flush_acks(dg, false);
+			layer_dg_flush_acks(dg, false, false);
 	}
 	layer_dg_refill_rx(dg);
-	/* Nothing came: whatever is owed goes. (After a call that took something in, the
-	 * caller may answer at once, and the acknowledgement with it.) */
-	layer_dg_flush_acks(dg, !n);
+	/*
+	 * Nothing came: whatever is owed goes. Otherwise what the peer waits on goes before the
+	 * caller has what came (it may not call again soon); the rest may ride on its answer.
+	 */
+	layer_dg_flush_acks(dg, !n, true);
 	if (dg->now_us >= dg->next_timer_us)
 		layer_dg_timers(dg);
 	layer_dg_fault_flush(dg);
@@ -549,14 +558,30 @@ void layer_dgram_buf_posted(struct layer_dgram *dg)
 	}
 }
 
+/* Peers with nothing left outstanding leave the busy list: true if none remains. */
+static bool layer_dg_is_quiet(struct layer_dgram *dg)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_dg_peer *peer;
+
+	util_dlist_foreach_safe(&dg->busy_peers, item, tmp) {
+		peer = container_of(item, struct layer_dg_peer, busy_link);
+		if (!layer_dg_rel_is_idle(peer))
+			return false;
+		util_dlist_remove(&peer->busy_link);
+		peer->is_busy_listed = false;
+	}
+	return true;
+}
+
 int layer_dgram_trywait(struct layer_dgram *dg)
 {
 	struct fid *fids[1] = { &dg->core->cq->fid };
 
-	layer_dg_flush_acks(dg, true);
+	layer_dg_flush_acks(dg, true, true);
 	layer_dg_fault_flush(dg);
 	/* retransmissions and the liveness of what waits are driven by progress calls */
-	if (!util_dlist_empty(&dg->busy_peers) || dg->is_buf_short || dg->core->cq_fd < 0)
+	if (!layer_dg_is_quiet(dg) || dg->is_buf_short || dg->core->cq_fd < 0)
 		return -FI_EAGAIN;
 	return fi_trywait(dg->core->domain->fabric->core_fabric, fids, 1);
 }
@@ -753,7 +778,7 @@ void layer_dgram_close(struct layer_dgram *dg)
 
 	/* what peers sent us is acknowledged: their sends complete (a process that receives its
 	 * last message and closes is common) */
-	layer_dg_flush_acks(dg, true);
+	layer_dg_flush_acks(dg, true, true);
 	layer_dg_fault_flush(dg);
 	/* closing the core endpoint drops its posted datagrams: no completion follows */
 	fi_close(&dg->ep->fid);

@@ -105,6 +105,7 @@ struct layer_dg_peer {
 	bool is_draining;             /* its stream is taking held packets (no nesting) */
 	unsigned ack_owed;            /* packets taken since our last acknowledgement */
 	bool is_ack_now;              /* a duplicate or a hole: acknowledge at once */
+	bool is_ack_asked;            /* a packet asked for it: before the progress call ends */
 	struct layer_dg_rx_msg cur;
 	struct util_dlist reads;      /* our reads waiting for answers, in order asked */
 	uint64_t last_rx_us;          /* when it last sent us anything */

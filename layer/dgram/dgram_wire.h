@@ -30,6 +30,8 @@ enum layer_dg_flag {
 				     * bytes, normalised): sent until the peer answers */
 	LAYER_DG_FIRST = 1 << 2,    /* a message starts here: struct layer_dg_msg first */
 	LAYER_DG_LAST = 1 << 3,     /* the message ends in this packet */
+	LAYER_DG_ACK_REQ = 1 << 4,  /* an operation waits for this packet's acknowledgement:
+				     * it goes before the receiver's progress call returns */
 };
 
 struct layer_dg_hdr {

@@ -63,6 +63,7 @@ void layer_dg_rel_reset(struct layer_dgram *dg, struct layer_dg_peer *peer)
 	peer->rx_held = 0;
 	peer->ack_owed = 0;
 	peer->is_ack_now = false;
+	peer->is_ack_asked = false;
 	peer->peer_wnd = (uint32_t) dg->window;
 	peer->tx_mtu = dg->min_mtu;
 	util_rtt_init(&peer->rtt, LAYER_DG_RTO_INITIAL, LAYER_DG_RTO_MIN,
@@ -136,6 +137,9 @@ void layer_dg_rel_push(struct layer_dgram *dg, struct layer_dg_peer *peer)
 		*layer_dg_tx_slot(dg, peer, peer->snd_nxt) = pkt;
 		peer->snd_nxt++;
 		if (flags & LAYER_DG_LAST) {
+			/* what completes on it, or proves the peer is there, is not left waiting */
+			if (op->ctx || op->msg.kind == LAYER_DG_PING)
+				hdr->flags |= LAYER_DG_ACK_REQ;
 			op->last_seq = pkt->seq;
 			util_dlist_remove(&op->link);
 			util_dlist_insert_tail(&op->link, &peer->inflight);
@@ -319,6 +323,7 @@ void layer_dg_rel_fill_ack(struct layer_dgram *dg, struct layer_dg_peer *peer,
 	hdr->wnd = dg->rx_wnd;
 	peer->ack_owed = 0;
 	peer->is_ack_now = false;
+	peer->is_ack_asked = false;
 	if (peer->is_ack_listed) {
 		util_dlist_remove(&peer->ack_link);
 		peer->is_ack_listed = false;

@@ -497,7 +497,8 @@ static int nft(const char *verb, const char *rest)
 static bool is_peer_lost_err(int err)
 {
 	return err == FI_EHOSTUNREACH || err == FI_ECONNRESET || err == FI_ECONNABORTED ||
-	       err == FI_ETIMEDOUT || err == FI_EIO || err == FI_ENOTCONN;
+	       err == FI_ETIMEDOUT || err == FI_EIO || err == FI_ENOTCONN ||
+	       err == FI_ECONNREFUSED;
 }
 
 /*
@@ -544,7 +545,7 @@ static bool reconnect(const char *who, struct lt_ep *ep, fi_addr_t peer, uint64_
 			is_posted = false;
 			if (!c.err) {
 				is_sent = true;
-			} else if (is_peer_lost_err(c.err) && tries < 8) {
+			} else if (is_peer_lost_err(c.err) && tries < 32) {
 				lt_note("%s: the first message after the partition failed with %s "
 					"(the old conversation): sent again", who,
 					fi_strerror(c.err));
