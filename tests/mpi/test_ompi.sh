@@ -35,9 +35,12 @@ fi
 pass=0 fail=0
 for prov in ${LAYER_TEST_MPI_PROVS:-"tcp;ofi_layer" "udp;ofi_layer"}; do
 	for np in 2 3; do
-		if timeout 180 mpirun $root --oversubscribe -np $np --bind-to none \
-			--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$prov" \
-			--mca oob_tcp_if_include lo --mca btl self \
+		# Open MPI asks without a provider name: FI_PROVIDER makes ofi_layer offer
+		# the core named (it offers tcp only otherwise).
+		if FI_PROVIDER=$prov timeout 180 mpirun $root --oversubscribe -np $np \
+			--bind-to none --mca pml cm --mca mtl ofi \
+			--mca mtl_ofi_provider_include "$prov" \
+			--mca oob_tcp_if_include lo --mca btl self -x FI_PROVIDER \
 			-x FI_PROVIDER_PATH -x FI_TCP_IFACE $lib_env $asan_env "$exe"; then
 			pass=$((pass + 1))
 		else
