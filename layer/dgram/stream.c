@@ -35,12 +35,16 @@ struct layer_dg_op *layer_dg_op_new(enum layer_dg_kind kind, const struct iovec 
 	op->last_seq = 0;
 	op->entry = NULL;
 	if (is_copy) {
-		for (i = 0, len = 0; i < count; len += iov[i].iov_len, i++)
-			memcpy(op->copy + len, iov[i].iov_base, iov[i].iov_len);
+		for (i = 0, len = 0; i < count; len += iov[i].iov_len, i++) {
+			if (iov[i].iov_len)
+				memcpy(op->copy + len, iov[i].iov_base, iov[i].iov_len);
+		}
 		op->iov[0] = (struct iovec) { .iov_base = op->copy, .iov_len = len };
 		op->iov_cnt = 1;
 	} else {
-		memcpy(op->iov, iov, count * sizeof(*iov));
+		/* a PING has none */
+		if (count)
+			memcpy(op->iov, iov, count * sizeof(*iov));
 		op->iov_cnt = count;
 	}
 	return op;

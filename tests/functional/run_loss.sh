@@ -19,6 +19,8 @@ provs=${LOSS_PROVS:-"udp;ofi_layer tcp;ofi_layer net;ofi_layer"}
 # net picks its interfaces itself: the namespace's loopback is where the test's addresses are.
 FI_NET_IFACE=${FI_NET_IFACE:-lo}
 export FI_NET_IFACE
+# Sanitizer builds: the leaks of net itself are not ours (see the file); net's runs only.
+net_lsan="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_net.supp:print_suppressions=0"
 pcts=${LOSS_PCTS:-"0 1 10"}
 modes=${LOSS_MODES:-"data fault silent"}
 seed=${LOSS_SEED:-$$}
@@ -94,9 +96,11 @@ run() {
 		return
 	fi
 	start=$(date +%s)
+	lsan=${LSAN_OPTIONS:-}
+	case $prov in net*) lsan=${LSAN_OPTIONS:-$net_lsan} ;; esac
 	# Not through nsx: $! must be the run itself (ip execs env, env execs timeout).
 	ip netns exec "$ns" env LT_NETNS="$ns" LT_LOSS_PCT="$pct" LT_NFT_TABLE="$table" \
-		LT_NFT_CHAIN="$chain" LT_LOSS_DEADLINE="$deadline" "$@" \
+		LT_NFT_CHAIN="$chain" LT_LOSS_DEADLINE="$deadline" LSAN_OPTIONS="$lsan" "$@" \
 		timeout $((deadline + 60)) "$bin/test_loss" >"$log" 2>&1 &
 	run_pid=$!
 	wait "$run_pid"

@@ -167,8 +167,8 @@ static void check_ack(uint32_t sess, uint32_t ack, uint32_t sack, const char *wh
 static void test_not_ours(void)
 {
 	struct layer_dg_hdr hdr = { .version = 99, .type = LAYER_DG_DATA };
+	uint8_t s[64], short_syn[sizeof(hdr) + 2];
 	struct dgram d;
-	uint8_t s[64];
 
 	raw_send("junk!", 5);
 	LT_CHECK(!latest(is_anything, 0, &d), "5 bytes of garbage: no answer");
@@ -181,7 +181,9 @@ static void test_not_ours(void)
 	/* a SYN too short to hold the address */
 	hdr = (struct layer_dg_hdr) { .version = LAYER_DG_VERSION, .type = LAYER_DG_DATA,
 				      .flags = LAYER_DG_SYN, .src_sess = SESS_A };
-	raw_send(&hdr, sizeof(hdr) + 2);
+	memset(short_syn, 0, sizeof(short_syn));
+	memcpy(short_syn, &hdr, sizeof(hdr));
+	raw_send(short_syn, sizeof(short_syn));
 	LT_CHECK(!latest(is_anything, 0, &d), "a SYN without room for its address: no answer");
 }
 
@@ -306,7 +308,7 @@ static void test_still_works(struct lt_dom *dom, struct lt_ep *l)
 
 int main(void)
 {
-	struct fi_info *info;
+	struct fi_info *hints, *info;
 	struct lt_dom dom;
 	struct lt_ep l;
 	socklen_t len = sizeof(raw.addr);
@@ -315,7 +317,8 @@ int main(void)
 	lt_begin("test_dgram_wire");
 	if (strcasecmp(lt_core_name(), "udp"))
 		lt_skip("the datagram transport's wire protocol: over udp;ofi_layer only");
-	info = lt_getinfo_or_skip(lt_hints(FI_MSG | FI_TAGGED));
+	hints = lt_hints(FI_MSG | FI_TAGGED);
+	info = lt_getinfo_or_skip(hints);
 	if (!LT_CHECK_RET(lt_dom_open(info, &dom), 0, "domain") ||
 	    !LT_CHECK_RET(lt_ep_open(&dom, NULL, &l), 0, "the endpoint under test") ||
 	    !LT_CHECK(l.addrlen == sizeof(raw.layer), "its address is a sockaddr_in"))
@@ -342,5 +345,6 @@ int main(void)
 	lt_ep_close(&l);
 	lt_dom_close(&dom);
 	fi_freeinfo(info);
+	fi_freeinfo(hints);
 	return lt_end();
 }

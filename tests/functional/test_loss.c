@@ -906,6 +906,7 @@ static int child_main(const char *role, int rfd, int wfd)
 		stream_run(&s, deadline);
 		/* Stay until the parent is done too: it may still need our acknowledgements. */
 		sync_both(rfd, wfd, ms_left(deadline) + SYNC_SLACK_MS);
+		stream_fini(&s);
 	}
 	lt_ep_close(&ep);
 	lt_dom_close(&dom);
