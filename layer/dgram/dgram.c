@@ -71,16 +71,22 @@ size_t layer_dg_hdr_len(struct layer_dgram *dg, const struct layer_dg_peer *peer
 	return sizeof(struct layer_dg_hdr) + (peer->is_synced ? 0 : dg->core->addrlen);
 }
 
+/* xorshift64: cheap numbers, not secret ones. */
+static uint64_t layer_dg_rand(uint64_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
+
 static uint32_t layer_dg_new_sess(struct layer_dgram *dg)
 {
 	uint32_t sess;
 
 	/* sessions need only differ from the peer's last, not be secret */
 	do {
-		dg->fault.rand ^= dg->fault.rand << 13;
-		dg->fault.rand ^= dg->fault.rand >> 7;
-		dg->fault.rand ^= dg->fault.rand << 17;
-		sess = (uint32_t) (dg->fault.rand >> 11);
+		sess = (uint32_t) (layer_dg_rand(&dg->rand) >> 11);
 	} while (!sess);
 	return sess;
 }
@@ -116,10 +122,7 @@ static void layer_dg_fault_init(struct layer_dgram *dg)
 
 static unsigned layer_dg_fault_roll(struct layer_dg_fault *f)
 {
-	f->rand ^= f->rand << 13;
-	f->rand ^= f->rand >> 7;
-	f->rand ^= f->rand << 17;
-	return (unsigned) (f->rand % 100);
+	return (unsigned) (layer_dg_rand(&f->rand) % 100);
 }
 
 static void layer_dg_inject(struct layer_dgram *dg, const void *data, size_t len,
@@ -718,8 +721,9 @@ int layer_dgram_open(struct layer_core *core, const struct layer_dgram_upcalls *
 		ret = -FI_EINVAL;
 		goto err_free;
 	}
-	dg->fault.rand = (uint64_t) layer_dg_now() ^ ((uint64_t) getpid() << 32) ^
-			 (uint64_t) (uintptr_t) dg;
+	dg->rand = (uint64_t) layer_dg_now() ^ ((uint64_t) getpid() << 32) ^
+		   (uint64_t) (uintptr_t) dg;
+	dg->fault.rand = dg->rand;
 	layer_dg_fault_init(dg);
 	/* every receive datagram the core keeps, and sends that never wait */
 	if (core->info->rx_attr->size < LAYER_DG_RX_POSTED)

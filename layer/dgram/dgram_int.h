@@ -120,7 +120,7 @@ struct layer_dg_peer {
 /* The test-only fault switch (FI_OFI_LAYER_DGRAM_FAULT). */
 struct layer_dg_fault {
 	unsigned drop, dup, reorder;  /* percent of datagrams sent */
-	uint64_t rand;                /* xorshift state */
+	uint64_t rand;                /* xorshift state, from its seed */
 	fi_addr_t held_dest;
 	uint8_t held_data[2048];      /* reorder: a datagram sent after the next one */
 	size_t held_len;
@@ -150,6 +150,7 @@ struct layer_dgram {
 	uint64_t now_us;              /* the clock as of this progress call */
 	uint64_t next_timer_us;       /* timers need not be looked at before */
 	struct layer_dg_fault fault;
+	uint64_t rand;                /* xorshift state: sessions */
 	uint64_t stats_retx;          /* retransmissions */
 	uint64_t stats_dup;           /* duplicates dropped */
 };
