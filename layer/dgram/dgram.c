@@ -475,7 +475,7 @@ static void layer_dg_keepalive(struct layer_dgram *dg)
 		if (!peer->peer_sess || peer->snd_una != peer->snd_nxt ||
 		    !util_dlist_empty(&peer->txq) || dg->now_us - peer->last_rx_us < idle)
 			continue;
-		op = layer_dg_op_new(LAYER_DG_PING, NULL, 0, false, NULL);
+		op = layer_dg_op_new(dg, LAYER_DG_PING, NULL, 0, false, NULL);
 		if (!op)
 			return;
 		util_dlist_insert_tail(&op->link, &peer->txq);
@@ -612,7 +612,7 @@ ssize_t layer_dgram_sendv(struct layer_dgram *dg, const struct iovec *iov, size_
 
 	if (count > LAYER_IOV_LIMIT + 2)
 		return -FI_EINVAL;
-	op = layer_dg_op_new(LAYER_DG_MSG, iov, count, false, ctx);
+	op = layer_dg_op_new(dg, LAYER_DG_MSG, iov, count, false, ctx);
 	if (!op)
 		return -FI_ENOMEM;
 	return layer_dg_queue(dg, dest, op);
@@ -623,7 +623,7 @@ ssize_t layer_dgram_inject(struct layer_dgram *dg, const void *buf, size_t len, 
 	struct iovec iov = { .iov_base = (void *) buf, .iov_len = len };
 	struct layer_dg_op *op;
 
-	op = layer_dg_op_new(LAYER_DG_MSG, &iov, 1, true, NULL);
+	op = layer_dg_op_new(dg, LAYER_DG_MSG, &iov, 1, true, NULL);
 	if (!op)
 		return -FI_ENOMEM;
 	return layer_dg_queue(dg, dest, op);
@@ -641,10 +641,11 @@ ssize_t layer_dgram_read(struct layer_dgram *dg, void *buf, size_t len, fi_addr_
 	if (!peer)
 		return -FI_EINVAL;
 	read = malloc(sizeof(*read));
-	op = layer_dg_op_new(LAYER_DG_RREQ, &iov, 1, true, NULL);
+	op = layer_dg_op_new(dg, LAYER_DG_RREQ, &iov, 1, true, NULL);
 	if (!read || !op) {
 		free(read);
-		free(op);
+		if (op)
+			layer_dg_op_free(dg, op);
 		return -FI_ENOMEM;
 	}
 	*read = (struct layer_dg_read) { .ctx = ctx, .buf = buf, .len = len };
@@ -752,6 +753,12 @@ int layer_dgram_open(struct layer_core *core, const struct layer_dgram_upcalls *
 	ret = util_bufpool_init(&dg->pkt_pool, sizeof(struct layer_dg_pkt) + dg->mtu, 64, 16, 0);
 	if (ret)
 		goto err_close_ep;
+	ret = util_bufpool_init(&dg->op_pool, sizeof(struct layer_dg_op) + LAYER_DG_OP_COPY_MAX,
+				0, 64, 0);
+	if (ret) {
+		util_bufpool_fini(&dg->pkt_pool);
+		goto err_close_ep;
+	}
 	layer_dg_refill_rx(dg);
 	if (!dg->rx_posted) {
 		ret = -FI_ENOMEM;
@@ -765,6 +772,7 @@ int layer_dgram_open(struct layer_core *core, const struct layer_dgram_upcalls *
 err_fini_pool:
 	/* the core endpoint holds posted datagrams of the pool: closed first */
 	fi_close(&dg->ep->fid);
+	util_bufpool_fini(&dg->op_pool);
 	util_bufpool_fini(&dg->pkt_pool);
 	goto err_close_av;
 err_close_ep:
@@ -792,6 +800,7 @@ void layer_dgram_close(struct layer_dgram *dg)
 	}
 	free(dg->by_core_addr);
 	fi_close(&dg->av->fid);
+	util_bufpool_fini(&dg->op_pool);
 	util_bufpool_fini(&dg->pkt_pool);
 	free(dg);
 }

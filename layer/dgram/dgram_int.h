@@ -27,6 +27,9 @@
 #define LAYER_DG_RTO_INITIAL 20000
 #define LAYER_DG_RTO_MIN 2000
 #define LAYER_DG_RTO_MAX 500000
+/* Bytes an op from the pool holds copied (an inject, a handshake, a read request); a larger
+ * copy is allocated on its own. */
+#define LAYER_DG_OP_COPY_MAX 512
 /* The congestion window's floor and first value, packets. */
 #define LAYER_DG_CWND_MIN 2
 #define LAYER_DG_CWND_INITIAL 32
@@ -55,6 +58,7 @@ struct layer_dg_op {
 	bool is_started;              /* its first packet went */
 	uint32_t last_seq;            /* its last packet, once left is 0 */
 	struct util_mr_map_entry *entry; /* RDATA: the registration read, held while cut */
+	bool is_pooled;               /* from dg->op_pool (else malloc'd) */
 	uint8_t copy[];               /* an inject's or a request's bytes */
 };
 
@@ -137,6 +141,7 @@ struct layer_dgram {
 	struct layer_dg_peer **by_core_addr; /* by core fi_addr */
 	size_t by_core_addr_cnt;
 	struct util_bufpool pkt_pool; /* struct layer_dg_pkt, mtu data bytes */
+	struct util_bufpool op_pool;  /* struct layer_dg_op, LAYER_DG_OP_COPY_MAX bytes */
 	size_t mtu;                   /* the largest datagram we send and take */
 	size_t min_mtu;               /* what every peer takes: the core's max_msg_size */
 	size_t window;                /* packets */
@@ -195,8 +200,9 @@ bool layer_dg_rel_is_idle(const struct layer_dg_peer *peer);
 /* stream.c */
 /* A queued op for a message of kind with msg header fields; payload iov (copied when
  * is_copy). NULL without memory. */
-struct layer_dg_op *layer_dg_op_new(enum layer_dg_kind kind, const struct iovec *iov,
-				    size_t count, bool is_copy, struct layer_ctx *ctx);
+struct layer_dg_op *layer_dg_op_new(struct layer_dgram *dg, enum layer_dg_kind kind,
+				    const struct iovec *iov, size_t count, bool is_copy,
+				    struct layer_ctx *ctx);
 void layer_dg_op_free(struct layer_dgram *dg, struct layer_dg_op *op);
 /* Fills a packet's stream bytes from op (at most room): bytes used. */
 size_t layer_dg_op_cut(struct layer_dg_op *op, uint8_t *dst, size_t room, uint8_t *flags);

@@ -16,17 +16,22 @@
 #include "layer/dgram/dgram_int.h"
 #include "layer/mr.h"
 
-struct layer_dg_op *layer_dg_op_new(enum layer_dg_kind kind, const struct iovec *iov,
-				    size_t count, bool is_copy, struct layer_ctx *ctx)
+struct layer_dg_op *layer_dg_op_new(struct layer_dgram *dg, enum layer_dg_kind kind,
+				    const struct iovec *iov, size_t count, bool is_copy,
+				    struct layer_ctx *ctx)
 {
 	struct layer_dg_op *op;
 	size_t i, len = 0;
+	bool is_pooled;
 
 	for (i = 0; i < count; i++)
 		len += iov[i].iov_len;
-	op = malloc(sizeof(*op) + (is_copy ? len : 0));
+	/* one per message: from the pool unless it copies more than the pool's room */
+	is_pooled = !is_copy || len <= LAYER_DG_OP_COPY_MAX;
+	op = is_pooled ? util_bufpool_get(&dg->op_pool) : malloc(sizeof(*op) + len);
 	if (!op)
 		return NULL;
+	op->is_pooled = is_pooled;
 	op->ctx = ctx;
 	op->msg = (struct layer_dg_msg) { .kind = (uint8_t) kind, .len = len };
 	op->iov_idx = 0;
@@ -54,7 +59,10 @@ void layer_dg_op_free(struct layer_dgram *dg, struct layer_dg_op *op)
 {
 	if (op->entry)
 		layer_mr_rndv_release(dg->core->domain, op->entry);
-	free(op);
+	if (op->is_pooled)
+		util_bufpool_put(&dg->op_pool, op);
+	else
+		free(op);
 }
 
 size_t layer_dg_op_cut(struct layer_dg_op *op, uint8_t *dst, size_t room, uint8_t *flags)
@@ -101,7 +109,7 @@ static void layer_dg_serve_read(struct layer_dgram *dg, struct layer_dg_peer *pe
 			(size_t) rreq->len, fi_strerror(-ret));
 		cnt = 0;
 	}
-	op = layer_dg_op_new(LAYER_DG_RDATA, iov, cnt, false, NULL);
+	op = layer_dg_op_new(dg, LAYER_DG_RDATA, iov, cnt, false, NULL);
 	if (!op) {
 		if (entry)
 			layer_mr_rndv_release(dg->core->domain, entry);
