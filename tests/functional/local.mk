@@ -132,7 +132,8 @@ TESTS += tests/functional/run_fi_pingpong.sh
 # run by run_loss.sh only, over udp;ofi_layer and tcp;ofi_layer; 77 unless root with ip and nft
 # (iproute2, nftables).
 check_PROGRAMS += tests/functional/test_loss
-tests_functional_test_loss_SOURCES = tests/functional/test_loss.c $(func_common)
+tests_functional_test_loss_SOURCES = tests/functional/test_loss.c \
+	tests/functional/test_loss_silent.c tests/functional/test_loss.h $(func_common)
 tests_functional_test_loss_LDADD = $(func_ldadd)
 dist_check_SCRIPTS += tests/functional/run_loss.sh
 TESTS += tests/functional/run_loss.sh
