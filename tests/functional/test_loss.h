@@ -40,7 +40,7 @@ struct loss_cfg {
 	const char *mode;	  /* "data" or "silent" */
 	unsigned count;		  /* messages each way */
 	unsigned deadline_s;	  /* for the whole run */
-	size_t max_len;		  /* largest message: 1 MiB, or the provider's max_msg_size */
+	size_t max_len;		  /* largest message: 1 MiB, or max_msg_size if less */
 	unsigned peer_timeout_ms; /* silent mode: FI_OFI_LAYER_PEER_TIMEOUT */
 	const char *table;	  /* silent mode: "inet ltloss" */
 	const char *chain;	  /* silent mode: "i" */

@@ -105,8 +105,8 @@ static bool reconnect(const char *who, struct lt_ep *ep, fi_addr_t peer, uint64_
 					"(the old conversation): sent again", who,
 					fi_strerror(c.err));
 			} else {
-				LT_CHECK(false, "%s: the first message after the partition: %s", who,
-					 fi_strerror(c.err));
+				LT_CHECK(false, "%s: the first message after the partition: %s",
+					 who, fi_strerror(c.err));
 				return false;
 			}
 		}
