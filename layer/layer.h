@@ -57,8 +57,10 @@ extern struct fi_provider layer_prov;
 #define LAYER_WARN_ONCE(subsys, ...)                                                       \
 	do {                                                                               \
 		static atomic_flag layer_is_warned_ = ATOMIC_FLAG_INIT;                    \
-		FI_LOG(&layer_prov, atomic_flag_test_and_set(&layer_is_warned_) ?          \
-		       FI_LOG_INFO : FI_LOG_WARN, subsys, __VA_ARGS__);                    \
+		/* once: FI_LOG evaluates its level twice */                               \
+		enum fi_log_level layer_level_ = atomic_flag_test_and_set(&layer_is_warned_) ? \
+						 FI_LOG_INFO : FI_LOG_WARN;                \
+		FI_LOG(&layer_prov, layer_level_, subsys, __VA_ARGS__);                    \
 	} while (0)
 
 /* Which kind of core endpoint the provider runs over (FI_OFI_LAYER_CORE_EP_TYPE). */
