@@ -57,6 +57,18 @@ void lt_skip(const char *why) __attribute__((noreturn));
 /* Number of failed checks so far. */
 unsigned lt_failed(void);
 
+/* ---- the provider's log ---- */
+
+/*
+ * The provider's warnings go to stderr: from this call on (before libfabric first reads
+ * FI_LOG_LEVEL, so first thing in main) they are kept in a file at level warn, so that the
+ * test can count them.
+ */
+void lt_log_capture(void);
+/* Restores stderr; the number of ofi_layer's warnings whose text holds one of what[], or -1
+ * when nothing was captured. */
+int lt_log_count(const char *const *what, size_t what_cnt);
+
 /* ---- time ---- */
 
 uint64_t lt_now_ms(void);
@@ -142,6 +154,7 @@ struct lt_ep_opts {
 	bool no_enable;		/* leave the endpoint not enabled */
 	size_t min_multi_recv;	/* if set, FI_OPT_MIN_MULTI_RECV before enabling */
 	uint64_t av_flags;	/* fi_av_attr flags of the endpoint's AV (FI_AV_USER_ID...) */
+	enum fi_wait_obj wait_obj; /* of both CQs (FI_WAIT_NONE, 0, by default) */
 };
 
 /* A fabric and domain shared by the endpoints of one test. */

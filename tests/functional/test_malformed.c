@@ -175,44 +175,6 @@ static uint64_t dropped_cnt(struct layer_side *l)
 	return cnt;
 }
 
-/*
- * The provider's warnings go to stderr: kept in a file from the start (before libfabric
- * reads FI_LOG_LEVEL), so that the test can count them.
- */
-static FILE *log_file;
-static int saved_stderr = -1;
-
-static void capture_log(void)
-{
-	setenv("FI_LOG_LEVEL", "warn", 1);
-	log_file = tmpfile();
-	saved_stderr = dup(2);
-	if (log_file && saved_stderr >= 0)
-		dup2(fileno(log_file), 2);
-}
-
-/* Restores stderr; the number of warnings of ofi_layer whose text holds one of what[]. */
-static int count_warnings(const char *const *what, size_t what_cnt)
-{
-	char line[1024];
-	int cnt = 0;
-	size_t i;
-
-	if (!log_file || saved_stderr < 0)
-		return -1;
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	rewind(log_file);
-	while (fgets(line, sizeof(line), log_file)) {
-		if (!strstr(line, "ofi_layer") || !strstr(line, "<warn>"))
-			continue;
-		for (i = 0; i < what_cnt; i++)
-			cnt += strstr(line, what[i]) != NULL;
-	}
-	fclose(log_file);
-	return cnt;
-}
-
 static void raw_send(struct layer_side *l, struct raw_side *r, const void *buf, size_t len)
 {
 	struct fi_cq_msg_entry comp;
@@ -271,7 +233,7 @@ int main(void)
 		return LT_EXIT_SKIP;
 	}
 	alarm(120);
-	capture_log();
+	lt_log_capture();
 	open_layer(&l);
 	TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));
 	if (lt_core_is_msg()) {
@@ -508,7 +470,7 @@ out:
 	fi_close(&r.fabric->fid);
 	fi_freeinfo(r.info);
 	/* one warning for the first message dropped, whatever its kind; the rest are counted */
-	warned = count_warnings(drop_warnings, 1);
+	warned = lt_log_count(drop_warnings, 1);
 	CHECK(warned == 1, "dropped messages warned of %d times (once, then at info level)",
 	      warned);
 	printf("%d passed, %d failed\n", passed, failed);
