@@ -27,6 +27,7 @@ struct layer_settings layer_settings = {
 	.coll_ring_allgather_size = 1 << 20,
 	.coll_paired = 2,
 	.coll_segment_size = 256 << 10,
+	.ring_slots = 64,
 	.peer_timeout_ms = 30000,
 	.keepalive_ms = 1000,
 };
@@ -101,6 +102,11 @@ static const struct layer_param {
 	  "what counts where members share cores); 0 as dissemination and plain recursive "
 	  "doubling; 2 chooses per group: pairs when more of its members are on this host than "
 	  "it has processors online (default: 2)" },
+	{ "ring_slots", &layer_settings.ring_slots, 0, 4096,
+	  "Over a connected core that writes (tcp), an endpoint with FI_COLLECTIVE lends each "
+	  "peer this many 128-byte slots (rounded down to a power of two), which the peer "
+	  "fills with its short collective messages by the core's RMA writes: no completion "
+	  "at either end of the core; 0: every message goes as a message (default: 64)" },
 	{ "peer_timeout", &layer_settings.peer_timeout_ms, 100, (size_t) 1 << 31,
 	  "Milliseconds a peer may stay silent while something waits on it (over a datagram "
 	  "core: while what was sent to it is unacknowledged) before it is declared lost and "

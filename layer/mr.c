@@ -255,6 +255,25 @@ static int layer_mr_soft_reg(struct layer_domain *domain, const struct iovec *io
 	return 0;
 }
 
+int layer_mr_core_reg(struct layer_domain *domain, void *buf, size_t len, uint64_t access,
+		      struct fid_mr **mr)
+{
+	uint64_t key = LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
+	int ret;
+
+	util_lock_acquire(&domain->mr.lock);
+	ret = fi_mr_reg(domain->core_domain, buf, len, access, 0, key, 0, mr, NULL);
+	util_lock_release(&domain->mr.lock);
+	return ret;
+}
+
+void layer_mr_core_close(struct layer_domain *domain, struct fid_mr *mr)
+{
+	util_lock_acquire(&domain->mr.lock);
+	fi_close(&mr->fid);
+	util_lock_release(&domain->mr.lock);
+}
+
 /* The cache's callbacks: a core registration with a provider-owned key (lock held). */
 static int layer_mr_rndv_reg(void *arg, const struct iovec *iov, uint64_t access, void **handle)
 {

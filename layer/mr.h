@@ -77,6 +77,13 @@ int layer_mr_rndv_get(struct layer_domain *domain, const struct iovec *iov,
 void layer_mr_rndv_put(struct layer_domain *domain, layer_rndv_reg_t *reg);
 
 /*
+ * A registration of the provider's own with the core (core/ring.c's regions), under a key of
+ * the provider's part of the key space: 0 or -FI_E*. Closed with layer_mr_core_close.
+ */
+int layer_mr_core_reg(struct layer_domain *domain, void *buf, size_t len, uint64_t access,
+		      struct fid_mr **mr);
+void layer_mr_core_close(struct layer_domain *domain, struct fid_mr *mr);
+/*
  * Over a core without RMA: a peer's read of len bytes at addr under key, checked against the
  * rendezvous registrations: 0 with the memory in iov and the entry held, or -FI_ENOKEY /
  * -FI_EACCES / -FI_ETOOSMALL.

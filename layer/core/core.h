@@ -28,6 +28,7 @@
 
 #include "layer/layer.h"
 #include "layer/domain.h"
+#include "layer/core/ring.h"
 #include "layer/core/wire.h"
 #include "layer/dgram/dgram.h"
 #include "util/bufpool.h"
@@ -115,6 +116,8 @@ struct layer_chan {
 					* no, it is the peer's key slot, ours are announced) */
 	uint16_t key_slot;             /* RDM: outgoing, our slot at the peer; incoming, the
 					* peer's slot; MSG: 0 */
+	struct layer_ring *ring;       /* MSG: the rings of the channel once both sides lend
+					* slots (ring.h), else NULL */
 	size_t tx_eager;               /* the largest eager payload the peer's buffers take,
 					* from its handshake; 0 until then */
 	size_t tx_rma_eager;           /* the largest RMA data (a write's, a read's answer)
@@ -213,6 +216,7 @@ struct layer_core {
 	size_t iov_limit;              /* iov entries one core send takes */
 	size_t inject_size;            /* bytes one core inject takes (header included) */
 	bool has_virt_addr;            /* core RMA addresses are virtual addresses */
+	uint32_t ring_slots;           /* MSG: slots each channel lends its peer (ring.h), or 0 */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
@@ -296,6 +300,16 @@ static inline ssize_t layer_core_inject(struct layer_chan *chan, const void *buf
 	if (chan->dgram)
 		return layer_dgram_inject(chan->dgram, buf, len, chan->core_addr);
 	return fi_inject(chan->core_ep, buf, len, chan->core_addr);
+}
+
+/* A short message that needs no order, into the peer's ring (ring.h): 0, or -FI_EAGAIN when
+ * it goes as a message instead. */
+static inline ssize_t layer_core_ring_send(struct layer_chan *chan, const struct iovec *iov,
+					   size_t count, size_t len)
+{
+	if (!chan->ring)
+		return -FI_EAGAIN;
+	return layer_ring_send(chan->ring, iov, count, len);
 }
 
 static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t len,

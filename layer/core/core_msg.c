@@ -49,6 +49,9 @@ struct layer_msg_core {
 	struct util_dlist chans;       /* every struct layer_msg_chan the layer above holds */
 	struct util_dlist dropped;     /* let go of (chan_drop): freed at the end of progress,
 					* once the core CQ gave back what they held */
+	struct util_dlist rings;       /* struct layer_ring of channels whose peers write
+					* into them (ring.h): polled by progress */
+	uint64_t rings_gen;            /* rings taken out of the list so far */
 	bool is_closed;                /* the endpoint closes: nothing completes any more */
 	bool needs_drain;              /* a channel was closed since the core CQ was last read
 					* empty: completions it flushed may be in it */
@@ -64,6 +67,8 @@ struct layer_msg_chan {
 	size_t posted_cnt;
 	bool is_ctrl_only;             /* outgoing, no user data seen on it yet: a few buffers */
 	bool is_connecting;            /* outgoing, the peer has not answered its request */
+	struct layer_ring *ring;       /* the rings it lends and writes into, or NULL; in
+					* chan.ring once the peer lends slots too */
 };
 
 static inline struct layer_msg_core *layer_msg_core_of(struct layer_core *core)
@@ -257,6 +262,40 @@ static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool
 	return mchan;
 }
 
+/* The rings mchan lends its peer (none when they cannot be had: messages carry all). */
+static void layer_msg_ring_open(struct layer_msg_chan *mchan, struct layer_ring_offer *offer)
+{
+	struct layer_core *core = mchan->chan.core;
+	int ret;
+
+	memset(offer, 0, sizeof(*offer));
+	if (!core->ring_slots)
+		return;
+	ret = layer_ring_open(&mchan->chan, core->ring_slots, &mchan->ring);
+	if (ret) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "no ring for a connection: %s\n",
+				fi_strerror(-ret));
+		return;
+	}
+	*offer = mchan->ring->own;
+}
+
+/* The peer's handshake said what it lends: the rings are used when both sides lend. */
+static void layer_msg_ring_start(struct layer_msg_chan *mchan, const struct layer_ring_offer *offer)
+{
+	struct layer_ring *ring = mchan->ring;
+
+	if (!ring || !offer->slots)
+		return;
+	if (!layer_ring_set_peer(ring, offer)) {
+		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "a peer offers a ring of %u slots: not used\n",
+				offer->slots);
+		return;
+	}
+	mchan->chan.ring = ring;
+	util_dlist_insert_tail(&ring->link, &layer_msg_core_of(mchan->chan.core)->rings);
+}
+
 /*
  * Closes the channel's core endpoint. tcp completes what it held with FI_ECANCELED errors
  * in the core CQ (it already has if the connection broke): progress reads them before the
@@ -264,6 +303,11 @@ static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool
  */
 static void layer_msg_chan_close(struct layer_chan *chan)
 {
+	if (chan->ring) {
+		util_dlist_remove(&chan->ring->link);
+		chan->ring = NULL;
+		layer_msg_core_of(chan->core)->rings_gen++;
+	}
 	if (chan->core_ep) {
 		fi_close(&chan->core_ep->fid);
 		chan->core_ep = NULL;
@@ -298,6 +342,9 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 			layer_core_buf_put(core, buf);
 	}
 	util_dlist_remove(&mchan->link);
+	/* its core endpoint is closed: nothing writes into its region any more */
+	if (mchan->ring)
+		layer_ring_close(mchan->ring);
 	free(mchan);
 }
 
@@ -437,6 +484,7 @@ static int layer_msg_connect(struct layer_core *core, const void *addr,
 	memcpy(mchan->chan.peer_addr, addr, core->addrlen);
 	memcpy(hello.addr, core->addr, core->addrlen);
 	memcpy(hello.key, key->bytes, key->len);
+	layer_msg_ring_open(mchan, &hello.ring);
 
 	ret = layer_msg_setup_core(mchan, core->info);
 	if (ret)
@@ -480,7 +528,7 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
 	};
-	const struct layer_accept accept = {
+	struct layer_accept accept = {
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
 		.rx_eager_kib = layer_msg_rx_eager_kib(core),
@@ -517,6 +565,8 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 		layer_msg_chan_free(&mchan->chan, 0);
 		goto out;
 	}
+	layer_msg_ring_open(mchan, &accept.ring);
+	layer_msg_ring_start(mchan, &hello->ring);
 	ret = layer_msg_setup_core(mchan, entry->info);
 	if (!ret)
 		ret = fi_accept(mchan->chan.core_ep, &accept, sizeof(accept));
@@ -604,6 +654,7 @@ static void layer_msg_handle_connected(struct layer_core *core, struct layer_cha
 	}
 	chan->tx_eager = layer_msg_peer_eager(accept.rx_eager_kib);
 	chan->tx_rma_eager = UTIL_MAX(layer_msg_peer_eager(accept.rx_rma_kib), chan->tx_eager);
+	layer_msg_ring_start(layer_msg_chan_of(chan), &accept.ring);
 	core->up->connected(core->up_arg, chan);
 }
 
@@ -727,6 +778,27 @@ static void layer_msg_progress_cq(struct layer_core *core)
 	}
 }
 
+/*
+ * What peers wrote into the rings. A message handed up may close channels, whose rings then
+ * leave the list: the walk starts over (a ring polled twice finds nothing new).
+ */
+static void layer_msg_poll_rings(struct layer_msg_core *mcore)
+{
+	struct layer_ring *ring;
+	struct util_dlist *item;
+	uint64_t gen;
+
+restart:
+	gen = mcore->rings_gen;
+	util_dlist_foreach(&mcore->rings, item) {
+		ring = container_of(item, struct layer_ring, link);
+		if (layer_ring_poll(ring))
+			mcore->core.up->failed(mcore->core.up_arg, ring->chan, EPROTO);
+		if (gen != mcore->rings_gen)
+			goto restart;
+	}
+}
+
 static void layer_msg_progress(struct layer_core *core)
 {
 	struct layer_msg_core *mcore = layer_msg_core_of(core);
@@ -741,6 +813,8 @@ static void layer_msg_progress(struct layer_core *core)
 			mcore->eq_period <<= 1;
 	}
 	layer_msg_progress_cq(core);
+	if (!util_dlist_empty(&mcore->rings))
+		layer_msg_poll_rings(mcore);
 	/* the CQ was read empty: what the dropped channels wait for has come, or comes later */
 	if (unlikely(!util_dlist_empty(&mcore->dropped)))
 		layer_msg_free_dropped(mcore);
@@ -802,5 +876,6 @@ struct layer_core *layer_core_msg_alloc(void)
 	mcore->core.ops = &layer_core_msg_ops;
 	util_dlist_init(&mcore->chans);
 	util_dlist_init(&mcore->dropped);
+	util_dlist_init(&mcore->rings);
 	return &mcore->core;
 }

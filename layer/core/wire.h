@@ -35,10 +35,12 @@
  *
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
- *   listening address, the largest eager payload its buffers take, its authorization key),
- *   its acceptance struct layer_accept, a refusal struct layer_reject (for the requester's
- *   key, or because the two endpoints asked each other at once and the acceptor's request
- *   is the one both keep);
+ *   listening address, the largest eager payload its buffers take, its authorization key,
+ *   the ring it lends), its acceptance struct layer_accept, a refusal struct layer_reject
+ *   (for the requester's key, or because the two endpoints asked each other at once and
+ *   the acceptor's request is the one both keep). A ring (core/ring.h) carries short
+ *   collective messages, each the header and payload it would carry as a message, as the
+ *   core's RMA writes into the peer's slots;
  * - over an RDM core the first message to a peer for each key (a numbered slot) is a HELLO
  *   carrying the sender's address and the key, answered by HELLO_ACK (whose data field says
  *   what the answering endpoint's buffers take) or HELLO_NAK (the key is refused).
@@ -54,7 +56,7 @@
 #include "layer/layer.h"
 #include "util/atomic.h"
 
-#define LAYER_PROTO_VERSION 6
+#define LAYER_PROTO_VERSION 7
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -164,6 +166,18 @@ bool layer_segs_add_up(const struct layer_hdr *hdr, const struct layer_rts_seg *
  */
 #define LAYER_KEY_SLOT_MAX 1024
 
+/*
+ * MSG core: the ring a side lends its peer (core/ring.h), in its handshake: where the peer's
+ * core writes go (address and key as the core's RMA names them) and how many slots (a power
+ * of two; 0: none).
+ */
+struct layer_ring_offer {
+	uint64_t addr;
+	uint64_t key;
+	uint32_t slots;
+	uint32_t reserved;
+};
+
 /* MSG core: the handshake carried in the core's connection request. */
 struct layer_hello {
 	uint32_t magic;     /* LAYER_HELLO_MAGIC */
@@ -176,6 +190,7 @@ struct layer_hello {
 	uint16_t rx_rma_kib; /* the largest RMA data (a WRITE's, a READ_RESP's) the requester
 			      * takes with its header, KiB */
 	uint8_t key[LAYER_AUTH_KEY_MAX];
+	struct layer_ring_offer ring; /* the requester's ring */
 };
 
 #define LAYER_HELLO_MAGIC 0x6c617972u /* "layr" */
@@ -188,6 +203,8 @@ struct layer_accept {
 	uint16_t rx_eager_kib; /* as in struct layer_hello */
 	uint16_t rx_rma_kib;   /* likewise */
 	uint16_t reserved2;
+	uint32_t reserved3;
+	struct layer_ring_offer ring; /* the acceptor's ring */
 };
 
 /* MSG core: carried by a refusal of a connection request (fi_reject), so the requester

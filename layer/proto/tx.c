@@ -230,7 +230,13 @@ static int layer_tx_to_core(struct layer_proto *proto, struct layer_conn *conn,
 	 * side processes a core completion for it. Sends waiting for an ACK keep their entry.
 	 */
 	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= proto->core->inject_size && !tx->wants_ack) {
-		ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len);
+		/* collective traffic is matched by tag and sender alone: any order will do, and
+		 * a peer's ring takes it without a core completion at either end */
+		if (!(tx->hdr.flags & LAYER_HDR_COLL) ||
+		    layer_core_ring_send(chan, tx->iov, 1, tx->iov[0].iov_len))
+			ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len);
+		else
+			ret = 0;
 		if (ret)
 			return (int) ret;
 		layer_tx_complete(proto, tx, 0);

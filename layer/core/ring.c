@@ -1,0 +1,170 @@
+/* Rings (ring.h). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer/core/core.h"
+#include "layer/core/ring.h"
+#include "layer/mr.h"
+
+_Static_assert(sizeof(struct layer_ring_ctl) == 64, "ring control block");
+_Static_assert(sizeof(struct layer_ring_trailer) == 8, "ring trailer");
+
+uint32_t layer_ring_slots(const struct layer_core *core)
+{
+	uint32_t slots = 1;
+
+	/* the core writes (tcp), a whole slot in one inject, at virtual addresses or offsets */
+	if (!layer_settings.ring_slots || !(core->info->caps & FI_RMA) ||
+	    core->inject_size < LAYER_RING_SLOT || core->domain->mr.is_soft)
+		return 0;
+	while (slots * 2 <= UTIL_MIN(layer_settings.ring_slots, (size_t) LAYER_RING_SLOTS_MAX))
+		slots *= 2;
+	return slots;
+}
+
+static inline uint8_t *layer_ring_slot(const struct layer_ring *ring, uint32_t idx)
+{
+	return ring->region + sizeof(struct layer_ring_ctl) + (size_t) idx * LAYER_RING_SLOT;
+}
+
+static inline struct layer_ring_trailer *layer_ring_trailer(uint8_t *slot)
+{
+	return (struct layer_ring_trailer *) (slot + LAYER_RING_MSG_MAX);
+}
+
+int layer_ring_open(struct layer_chan *chan, uint32_t slots, struct layer_ring **ring_out)
+{
+	struct layer_domain *domain = chan->core->domain;
+	struct layer_ring *ring;
+	int ret;
+
+	ring = calloc(1, sizeof(*ring));
+	if (!ring)
+		return -FI_ENOMEM;
+	ring->chan = chan;
+	util_dlist_init(&ring->link);
+	ring->region_len = sizeof(struct layer_ring_ctl) + (size_t) slots * LAYER_RING_SLOT;
+	if (posix_memalign((void **) &ring->region, 4096, ring->region_len)) {
+		ret = -FI_ENOMEM;
+		goto err_free;
+	}
+	/* no trailer holds number 0: every slot starts empty */
+	memset(ring->region, 0, ring->region_len);
+	ret = layer_mr_core_reg(domain, ring->region, ring->region_len, FI_REMOTE_WRITE,
+				&ring->mr);
+	if (ret)
+		goto err_free_region;
+	ring->own.addr = chan->core->has_virt_addr ? (uint64_t) (uintptr_t) ring->region : 0;
+	ring->own.key = fi_mr_key(ring->mr);
+	ring->own.slots = slots;
+	*ring_out = ring;
+	return 0;
+
+err_free_region:
+	free(ring->region);
+err_free:
+	free(ring);
+	return ret;
+}
+
+void layer_ring_close(struct layer_ring *ring)
+{
+	util_dlist_remove(&ring->link);
+	layer_mr_core_close(ring->chan->core->domain, ring->mr);
+	free(ring->region);
+	free(ring);
+}
+
+bool layer_ring_set_peer(struct layer_ring *ring, const struct layer_ring_offer *offer)
+{
+	uint32_t slots = offer->slots;
+
+	if (slots > LAYER_RING_SLOTS_MAX || (slots & (slots - 1)))
+		return false;
+	ring->peer = *offer;
+	return true;
+}
+
+ssize_t layer_ring_send(struct layer_ring *ring, const struct iovec *iov, size_t cnt,
+			size_t len)
+{
+	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) ring->region;
+	uint8_t slot[LAYER_RING_SLOT];
+	struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
+	uint32_t num = ring->sent + 1, idx;
+	size_t i, off = 0;
+	ssize_t ret;
+
+	if (len > LAYER_RING_MSG_MAX || num - ctl->taken > ring->peer.slots ||
+	    !layer_ring_may_carry(iov[0].iov_base))
+		return -FI_EAGAIN;
+	for (i = 0; i < cnt; i++) {
+		memcpy(slot + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	memset(slot + off, 0, LAYER_RING_MSG_MAX - off);
+	trailer->len = (uint32_t) len;
+	trailer->num = num;
+	idx = (num - 1) & (ring->peer.slots - 1);
+	ret = fi_inject_write(ring->chan->core_ep, slot, sizeof(slot), FI_ADDR_UNSPEC,
+			      ring->peer.addr + sizeof(struct layer_ring_ctl) +
+			      (uint64_t) idx * LAYER_RING_SLOT, ring->peer.key);
+	if (ret)
+		return ret;
+	ring->sent = num;
+	return 0;
+}
+
+/* Writes the count of the peer's messages taken into the peer's control block. */
+static void layer_ring_tell(struct layer_ring *ring)
+{
+	struct layer_ring_ctl ctl = { .taken = ring->taken };
+
+	/* not now (the core is busy): the next poll tells */
+	if (!fi_inject_write(ring->chan->core_ep, &ctl.taken, sizeof(ctl.taken), FI_ADDR_UNSPEC,
+			     ring->peer.addr + offsetof(struct layer_ring_ctl, taken),
+			     ring->peer.key))
+		ring->taken_told = ring->taken;
+}
+
+int layer_ring_poll(struct layer_ring *ring)
+{
+	struct layer_chan *chan = ring->chan;
+	struct layer_core *core = chan->core;
+	const volatile struct layer_ring_trailer *trailer;
+	struct layer_buf *buf;
+	uint8_t *slot;
+	uint32_t len;
+
+	for (;;) {
+		slot = layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
+		trailer = layer_ring_trailer(slot);
+		if (trailer->num != ring->taken + 1)
+			break;
+		len = trailer->len;
+		/* only what needs no order may come this way (the layers above would take any
+		 * message, out of its place among the others) */
+		if (unlikely(len < LAYER_HDR_SIZE || len > LAYER_RING_MSG_MAX ||
+			     !layer_ring_may_carry((const struct layer_hdr *) slot))) {
+			LAYER_WARN_ONCE(FI_LOG_EP_DATA, "a peer wrote a ring slot no ofi_layer "
+					"writes (%u bytes): closing its connection\n", len);
+			return -EPROTO;
+		}
+		buf = layer_core_buf_get(core);
+		if (!buf)
+			break;
+		layer_core_buf_reset(buf, chan);
+		memcpy(buf->data, slot, len);
+		buf->len = len;
+		ring->taken++;
+		core->up->recv(core->up_arg, buf);
+		/* what it set off may have closed the channel (its ring is out of use then) */
+		if (chan->ring != ring)
+			return 0;
+	}
+	if (ring->taken - ring->taken_told >= UTIL_MAX(ring->own.slots / 4, 1u))
+		layer_ring_tell(ring);
+	return 0;
+}
