@@ -47,6 +47,9 @@ tests_functional_test_av_set_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_malformed
 tests_functional_test_malformed_SOURCES = tests/functional/test_malformed.c $(func_common)
 tests_functional_test_malformed_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_ring
+tests_functional_test_ring_SOURCES = tests/functional/test_ring.c $(func_common)
+tests_functional_test_ring_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_msg
 tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
 tests_functional_test_msg_LDADD = $(func_ldadd)
@@ -123,6 +126,10 @@ EXTRA_DIST += tests/functional/lsan_net.supp tests/functional/run_suite.sh
 # The same over tcp with bounce buffers instead of direct receive (fi_layer(7)).
 dist_check_SCRIPTS += tests/functional/run_bounce.sh
 TESTS += tests/functional/run_bounce.sh
+
+# The collective tests with rings of one slot, and without rings (core/ring.h).
+dist_check_SCRIPTS += tests/functional/run_ring.sh
+TESTS += tests/functional/run_ring.sh
 
 # libfabric's own fi_pingpong between two processes over ofi_layer; 77 without libfabric-bin.
 dist_check_SCRIPTS += tests/functional/run_fi_pingpong.sh

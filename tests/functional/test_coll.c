@@ -304,6 +304,7 @@ static const struct section {
 	{"AV removal", more_av_remove, FULL},
 	{"flags and the msg entry", more_flags_msg, FULL},
 	{"selective completion", more_selective, FULL},
+	{"blocking waits", more_blocking, FULL},
 	{"counts that differ", more_count_mismatch, FULL},
 	{"dead member", dead_member, DEAD},
 };

@@ -125,6 +125,7 @@ void more_close_busy(void);
 void more_av_remove(void);
 void more_flags_msg(void);
 void more_selective(void);
+void more_blocking(void);
 void more_count_mismatch(void);
 
 #endif /* LAYER_TEST_COLL_H */

@@ -2,7 +2,8 @@
  * More sections for test_coll.c, in the passes of 2 to 4 ranks: fi_close refused with
  * -FI_EBUSY (an endpoint with a group open, a group with a call outstanding); an AV entry
  * removed, which fails the groups it was a member of (FI_EADDRNOTAVAIL); fi_barrier2's flags;
- * the msg entry of struct fi_ops_collective; FI_SELECTIVE_COMPLETION and the send counter.
+ * the msg entry of struct fi_ops_collective; FI_SELECTIVE_COMPLETION and the send counter;
+ * calls waited for in fi_cq_sread.
  * What would disturb the shared endpoint runs on endpoints of the check's own, each in a domain
  * of its own; ranks 0 and 1 swap their names, and meet, through their pipes to rank 0.
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #define UNKNOWN_FLAG (1ULL << 55) /* no operation flag of fi_collective(3) */
+#define BLOCKING_CALLS 200u
 
 /* ---- an endpoint of a check's own ---- */
 
@@ -25,10 +27,15 @@ struct own_ep {
 	size_t peerlen;
 };
 
-/* A domain, an endpoint (tx CQ bound with FI_TRANSMIT | tx_flags), an EQ and maybe a counter. */
-static bool own_ep_open(struct own_ep *o, uint64_t tx_flags, bool has_cntr, const char *what)
+/*
+ * A domain, an endpoint (tx CQ bound with FI_TRANSMIT | tx_flags, both CQs with wait_obj), an
+ * EQ and maybe a counter.
+ */
+static bool own_ep_open(struct own_ep *o, uint64_t tx_flags, enum fi_wait_obj wait_obj,
+			bool has_cntr, const char *what)
 {
-	struct lt_ep_opts opts = {.tx_bind_flags = tx_flags, .no_enable = true};
+	struct lt_ep_opts opts = {.tx_bind_flags = tx_flags, .no_enable = true,
+				  .wait_obj = wait_obj};
 	struct fi_eq_attr eq_attr = {.size = 16, .wait_obj = FI_WAIT_NONE};
 	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
 	const char *step = "fi_fabric and fi_domain";
@@ -190,7 +197,7 @@ static void close_ep_with_group(void)
 	char why[128];
 	int ret;
 
-	if (!own_ep_open(&o, 0, false, "an endpoint with a group"))
+	if (!own_ep_open(&o, 0, FI_WAIT_NONE, false, "an endpoint with a group"))
 		goto out;
 	if (!CHECK_RET(lt_av_insert(&o.ep, o.ep.addr, &self), 0, "its own address in its AV") ||
 	    !CHECK_RET(fi_av_set(o.ep.av, &attr, &set, NULL), 0, "an empty AV set of that AV") ||
@@ -349,7 +356,7 @@ void more_av_remove(void)
 
 	if (me.rank > 1)
 		return;
-	ok = own_ep_open(&o, 0, false, "AV removal");
+	ok = own_ep_open(&o, 0, FI_WAIT_NONE, false, "AV removal");
 	ok = own_ep_swap(&o, ok, "AV removal");
 	if (ok)
 		set = pair_set(&o, "AV removal");
@@ -488,7 +495,8 @@ void more_selective(void)
 
 	if (me.rank > 1)
 		return;
-	ok = own_ep_open(&o, FI_SELECTIVE_COMPLETION, true, "selective completion");
+	ok = own_ep_open(&o, FI_SELECTIVE_COMPLETION, FI_WAIT_NONE, true,
+			 "selective completion");
 	ok = own_ep_swap(&o, ok, "selective completion");
 	if (ok)
 		set = pair_set(&o, "selective completion");
@@ -540,6 +548,62 @@ out:
 	if (mc)
 		CHECK_RET(fi_close(&mc->fid), 0, "selective completion: fi_close of the group");
 	pair_meet(mc != NULL, "selective completion, done");
+	if (set)
+		coll_close(&set->fid);
+	own_ep_close(&o);
+}
+
+/*
+ * Calls waited for in fi_cq_sread, on a CQ with a wait object: whatever carries the partner's
+ * messages (over tcp, the rings of core/ring.h: RMA writes that make no completion) wakes the
+ * waiter. Barriers and 8-byte allreduces alternate, each waited for before the next.
+ */
+void more_blocking(void)
+{
+	static struct fi_context2 ctx;
+	struct fid_av_set *set = NULL;
+	struct fi_cq_tagged_entry comp;
+	struct fid_mc *mc = NULL;
+	uint64_t in, out = 0;
+	uint32_t done = 0, wrong = 0;
+	struct own_ep o;
+	ssize_t ret = 0;
+	fi_addr_t g;
+	bool ok;
+
+	if (me.rank > 1)
+		return;
+	ok = own_ep_open(&o, 0, FI_WAIT_UNSPEC, false, "blocking waits");
+	ok = own_ep_swap(&o, ok, "blocking waits");
+	if (ok)
+		set = pair_set(&o, "blocking waits");
+	if (set)
+		mc = coll_join_on(o.ep.ep, o.eq, coll_set_addr(set), set, "blocking waits");
+	if (!mc)
+		goto out;
+	g = fi_mc_addr(mc);
+	for (; done < BLOCKING_CALLS; done++) {
+		in = done * 2 + me.rank;
+		ret = done % 2 ? LT_RETRY(fi_allreduce(o.ep.ep, &in, 1, NULL, &out, NULL, g,
+						       FI_UINT64, FI_SUM, 0, &ctx)) :
+				 LT_RETRY(fi_barrier(o.ep.ep, g, &ctx));
+		if (ret)
+			break;
+		ret = fi_cq_sread(o.ep.tx.cq, &comp, 1, NULL, LT_TIMEOUT_MS);
+		if (ret != 1 || comp.op_context != &ctx)
+			break;
+		wrong += done % 2 && out != done * 4 + 1;
+	}
+	CHECK(done == BLOCKING_CALLS && !wrong, "blocking waits: %u calls of %u completed in "
+	      "fi_cq_sread (last return %zd), %u sums wrong", done, BLOCKING_CALLS, ret, wrong);
+	if (done < BLOCKING_CALLS) {
+		me.is_desync = true;
+		mc = NULL; /* a call may be outstanding: the group would refuse to close */
+	}
+out:
+	if (mc)
+		CHECK_RET(fi_close(&mc->fid), 0, "blocking waits: fi_close of the group");
+	pair_meet(mc != NULL, "blocking waits, done");
 	if (set)
 		coll_close(&set->fid);
 	own_ep_close(&o);

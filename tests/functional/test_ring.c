@@ -1,0 +1,421 @@
+/*
+ * Rings (fi_layer(7), "Rings"): over tcp's MSG endpoints an endpoint with FI_COLLECTIVE
+ * lends each peer slots that the peer's core fills with short collective messages by RMA
+ * writes. A raw tcp MSG endpoint plays the peer, with a ring of its own:
+ * - its handshake lends 4 slots; the layer's acceptance lends FI_OFI_LAYER_RING_SLOTS back
+ *   (rounded down to a power of two; 0: none, and the test ends there);
+ * - the layer joins a group of itself and the raw peer: the join's message is larger than a
+ *   slot and comes as a message, which the raw peer sends back (it carries what the layer's
+ *   own contribution does, so the join completes);
+ * - ten barriers: each barrier's message lands in the raw peer's next slot (numbered from 1,
+ *   an eager collective message of this protocol version), and the raw peer writes it back
+ *   into the layer's next slot, telling the layer how many it took: the layer's messages go
+ *   round the raw peer's four slots, never past what was taken;
+ * - a slot no ofi_layer writes (a message that needs its order) closes the connection with
+ *   one warning; the group's next barrier fails with an error, and the endpoint closes.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_rma.h>
+
+#include "layer/core/ring.h"
+#include "layer/core/wire.h"
+#include "tests/functional/common.h"
+
+#define RAW_SLOTS 4u
+#define BARRIERS 10
+
+struct layer_side {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_eq *eq;
+	struct sockaddr_in addr;
+};
+
+struct raw_side {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fid_eq *eq;
+	struct fid_mr *mr;
+	uint8_t *region;               /* struct layer_ring_ctl, then RAW_SLOTS slots */
+	struct layer_ring_offer own;   /* lent to the layer */
+	struct layer_ring_offer layer; /* the layer's, from its acceptance */
+	uint32_t taken;                /* the layer's messages taken from our slots */
+	uint32_t written;              /* messages written into the layer's slots */
+	uint8_t rbuf[4096];            /* messages that do not fit a slot */
+};
+
+static void open_layer(struct layer_side *l)
+{
+	struct fi_info *hints = lt_hints(FI_MSG | FI_COLLECTIVE);
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
+	size_t addrlen = sizeof(l->addr);
+
+	l->info = lt_getinfo_or_skip(hints);
+	fi_freeinfo(hints);
+	LT_CHECK_RET(fi_fabric(l->info->fabric_attr, &l->fabric, NULL), 0, "fabric");
+	LT_CHECK_RET(fi_domain(l->fabric, l->info, &l->domain, NULL), 0, "domain");
+	LT_CHECK_RET(fi_endpoint(l->domain, l->info, &l->ep, NULL), 0, "endpoint");
+	LT_CHECK_RET(fi_cq_open(l->domain, &cq_attr, &l->cq, NULL), 0, "cq");
+	LT_CHECK_RET(fi_av_open(l->domain, &av_attr, &l->av, NULL), 0, "av");
+	LT_CHECK_RET(fi_eq_open(l->fabric, &eq_attr, &l->eq, NULL), 0, "eq");
+	LT_CHECK_RET(fi_ep_bind(l->ep, &l->cq->fid, FI_TRANSMIT | FI_RECV), 0, "bind cq");
+	LT_CHECK_RET(fi_ep_bind(l->ep, &l->av->fid, 0), 0, "bind av");
+	LT_CHECK_RET(fi_ep_bind(l->ep, &l->eq->fid, 0), 0, "bind eq");
+	LT_CHECK_RET(fi_enable(l->ep), 0, "enable");
+	LT_CHECK_RET(fi_getname(&l->ep->fid, &l->addr, &addrlen), 0, "getname");
+}
+
+static void close_layer(struct layer_side *l)
+{
+	LT_CHECK_RET(fi_close(&l->ep->fid), 0, "the endpoint closes");
+	fi_close(&l->av->fid);
+	fi_close(&l->cq->fid);
+	fi_close(&l->eq->fid);
+	fi_close(&l->domain->fid);
+	fi_close(&l->fabric->fid);
+	fi_freeinfo(l->info);
+}
+
+/* A tcp MSG endpoint with RMA, and a registered region of RAW_SLOTS slots. */
+static void open_raw(struct raw_side *r)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_MSG };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
+	size_t len = sizeof(struct layer_ring_ctl) + RAW_SLOTS * LAYER_RING_SLOT;
+
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG | FI_RMA;
+	hints->addr_format = FI_SOCKADDR_IN;
+	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+	hints->fabric_attr->prov_name = strdup("tcp");
+	LT_CHECK_RET(fi_getinfo(LT_FI_VERSION, LT_NODE, NULL, FI_SOURCE, hints, &r->info), 0,
+		     "raw tcp getinfo");
+	fi_freeinfo(hints);
+	LT_CHECK_RET(fi_fabric(r->info->fabric_attr, &r->fabric, NULL), 0, "raw fabric");
+	LT_CHECK_RET(fi_domain(r->fabric, r->info, &r->domain, NULL), 0, "raw domain");
+	LT_CHECK_RET(fi_cq_open(r->domain, &cq_attr, &r->cq, NULL), 0, "raw cq");
+	LT_CHECK_RET(fi_eq_open(r->fabric, &eq_attr, &r->eq, NULL), 0, "raw eq");
+	r->region = aligned_alloc(4096, 4096);
+	memset(r->region, 0, 4096);
+	LT_CHECK_RET(fi_mr_reg(r->domain, r->region, len, FI_REMOTE_WRITE, 0, 0, 0, &r->mr, NULL),
+		     0, "raw region registered");
+	r->own.addr = r->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ?
+		      (uint64_t) (uintptr_t) r->region : 0;
+	r->own.key = fi_mr_key(r->mr);
+	r->own.slots = RAW_SLOTS;
+}
+
+static void close_raw(struct raw_side *r)
+{
+	if (r->ep)
+		fi_close(&r->ep->fid);
+	fi_close(&r->mr->fid);
+	fi_close(&r->cq->fid);
+	fi_close(&r->eq->fid);
+	fi_close(&r->domain->fid);
+	fi_close(&r->fabric->fid);
+	fi_freeinfo(r->info);
+	free(r->region);
+}
+
+/* Reads the layer's CQ (its progress); the completion, if any, in comp. */
+static ssize_t layer_poll(struct layer_side *l, struct fi_cq_data_entry *comp)
+{
+	struct fi_cq_err_entry err = { 0 };
+	ssize_t ret;
+
+	ret = fi_cq_read(l->cq, comp, 1);
+	if (ret == -FI_EAVAIL && fi_cq_readerr(l->cq, &err, 0) == 1) {
+		comp->op_context = err.op_context;
+		comp->flags = err.flags;
+		return -err.err;
+	}
+	return ret;
+}
+
+/* Connects the raw endpoint, its handshake naming addr as its listening address and lending
+ * its ring; the layer's acceptance says what it lends. */
+static bool raw_connect(struct layer_side *l, struct raw_side *r, const struct sockaddr_in *addr)
+{
+	struct layer_hello hello = {
+		.magic = LAYER_HELLO_MAGIC,
+		.version = LAYER_PROTO_VERSION,
+		.addrlen = sizeof(*addr),
+		.ring = r->own,
+	};
+	struct {
+		struct fi_eq_cm_entry entry;
+		struct layer_accept accept;
+	} ev;
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct fi_cq_data_entry comp;
+	uint32_t event;
+	ssize_t ret;
+
+	memcpy(hello.addr, addr, sizeof(*addr));
+	LT_CHECK_RET(fi_endpoint(r->domain, r->info, &r->ep, NULL), 0, "raw endpoint");
+	LT_CHECK_RET(fi_ep_bind(r->ep, &r->eq->fid, 0), 0, "raw bind eq");
+	LT_CHECK_RET(fi_ep_bind(r->ep, &r->cq->fid, FI_TRANSMIT | FI_RECV), 0, "raw bind cq");
+	LT_CHECK_RET(fi_enable(r->ep), 0, "raw enable");
+	LT_CHECK_RET(fi_recv(r->ep, r->rbuf, sizeof(r->rbuf), NULL, 0, r->rbuf), 0, "raw recv");
+	LT_CHECK_RET(fi_connect(r->ep, &l->addr, &hello, sizeof(hello)), 0, "raw connect");
+	while (lt_now_ms() < deadline) {
+		layer_poll(l, &comp);
+		ret = fi_eq_read(r->eq, &event, &ev, sizeof(ev), 0);
+		if (ret == -FI_EAGAIN)
+			continue;
+		if (!LT_CHECK(ret == sizeof(ev) && event == FI_CONNECTED,
+			      "the layer accepts, saying what it lends (%zd, event %u)", ret, event))
+			return false;
+		r->layer = ev.accept.ring;
+		return true;
+	}
+	return LT_CHECK(false, "the layer answers the connection request");
+}
+
+/* Waits for the layer's next message in the raw ring; its slot then. */
+static uint8_t *raw_wait_slot(struct layer_side *l, struct raw_side *r)
+{
+	uint8_t *slot = r->region + sizeof(struct layer_ring_ctl) +
+			(r->taken % RAW_SLOTS) * LAYER_RING_SLOT;
+	const volatile struct layer_ring_trailer *trailer =
+		(const struct layer_ring_trailer *) (slot + LAYER_RING_MSG_MAX);
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct fi_cq_data_entry comp;
+
+	while (trailer->num != r->taken + 1 && lt_now_ms() < deadline) {
+		layer_poll(l, &comp);
+		fi_cq_read(r->cq, NULL, 0);
+	}
+	if (trailer->num != r->taken + 1)
+		return NULL;
+	r->taken++;
+	return slot;
+}
+
+/* Writes slot (header, payload, trailer) into the layer's next slot, numbered. */
+static void raw_write_slot(struct raw_side *r, uint8_t *slot, uint32_t len)
+{
+	struct layer_ring_trailer *trailer = (struct layer_ring_trailer *) (slot +
+									    LAYER_RING_MSG_MAX);
+	uint64_t off = sizeof(struct layer_ring_ctl) +
+		       (uint64_t) (r->written % r->layer.slots) * LAYER_RING_SLOT;
+
+	trailer->len = len;
+	trailer->num = ++r->written;
+	LT_CHECK_RET(fi_inject_write(r->ep, slot, LAYER_RING_SLOT, 0, r->layer.addr + off,
+				     r->layer.key), 0, "raw write of slot %u", r->written);
+}
+
+/* Tells the layer how many of its messages the raw peer took. */
+static void raw_tell(struct raw_side *r)
+{
+	LT_CHECK_RET(fi_inject_write(r->ep, &r->taken, sizeof(r->taken), 0,
+				     r->layer.addr + offsetof(struct layer_ring_ctl, taken),
+				     r->layer.key), 0, "raw tells what it took");
+}
+
+/* The layer's next collective message, written back to it (it completes what it waits
+ * for: the message carries what the layer's own contribution does). */
+static bool raw_echo(struct layer_side *l, struct raw_side *r, const char *what)
+{
+	uint8_t copy[LAYER_RING_SLOT];
+	const struct layer_hdr *hdr = (const struct layer_hdr *) copy;
+	uint8_t *slot = raw_wait_slot(l, r);
+	uint32_t len;
+
+	if (!LT_CHECK(slot, "%s: the layer's message is in the raw peer's slot %u", what,
+		      r->taken % RAW_SLOTS))
+		return false;
+	memcpy(copy, slot, sizeof(copy));
+	len = ((const struct layer_ring_trailer *) (copy + LAYER_RING_MSG_MAX))->len;
+	if (!LT_CHECK(len >= sizeof(*hdr) && len <= LAYER_RING_MSG_MAX &&
+		      hdr->version == LAYER_PROTO_VERSION && hdr->op == LAYER_OP_EAGER &&
+		      (hdr->flags & LAYER_HDR_COLL) && hdr->size == len - sizeof(*hdr),
+		      "%s: an eager collective message of this version (%u bytes, op %u, flags "
+		      "%#x)", what, len, hdr->op, hdr->flags))
+		return false;
+	raw_write_slot(r, copy, len);
+	raw_tell(r);
+	return true;
+}
+
+/* The join's message (larger than a slot), sent back as a message. */
+static bool raw_echo_msg(struct layer_side *l, struct raw_side *r)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) r->rbuf;
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct fi_cq_data_entry lcomp;
+	struct fi_cq_msg_entry comp;
+	bool is_sent = false;
+	ssize_t len = -1;
+
+	while (lt_now_ms() < deadline && (len < 0 || !is_sent)) {
+		layer_poll(l, &lcomp);
+		if (fi_cq_read(r->cq, &comp, 1) != 1)
+			continue;
+		if (comp.flags & FI_SEND) {
+			is_sent = true;
+			continue;
+		}
+		len = (ssize_t) comp.len;
+		if (!LT_CHECK(len > (ssize_t) LAYER_RING_MSG_MAX && hdr->op == LAYER_OP_EAGER &&
+			      (hdr->flags & LAYER_HDR_COLL), "the join's message (%zd bytes) comes "
+			      "as a message, too large for a slot", len) ||
+		    !LT_CHECK_RET(fi_send(r->ep, r->rbuf, (size_t) len, NULL, 0, NULL), 0,
+				  "raw send back"))
+			return false;
+	}
+	return LT_CHECK(len > 0 && is_sent, "the join's message went there and back");
+}
+
+/* Waits for the layer's completion of context; its error (0, or a positive errno). */
+static int layer_wait(struct layer_side *l, struct raw_side *r, void *context)
+{
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct fi_cq_data_entry comp;
+	ssize_t ret;
+
+	while (lt_now_ms() < deadline) {
+		ret = layer_poll(l, &comp);
+		fi_cq_read(r->cq, NULL, 0);
+		if (ret == -FI_EAGAIN)
+			continue;
+		if (comp.op_context == context)
+			return ret < 0 ? (int) -ret : 0;
+	}
+	return ETIMEDOUT;
+}
+
+static bool layer_join(struct layer_side *l, struct raw_side *r, fi_addr_t coll_addr,
+		       struct fid_av_set *set, struct fid_mc **mc)
+{
+	struct fi_eq_entry entry;
+	uint64_t deadline;
+	uint32_t event;
+	ssize_t ret;
+	char ctx;
+
+	if (!LT_CHECK_RET(fi_join_collective(l->ep, coll_addr, set, 0, mc, &ctx), 0, "join"))
+		return false;
+	if (!raw_echo_msg(l, r))
+		return false;
+	for (deadline = lt_now_ms() + LT_TIMEOUT_MS; lt_now_ms() < deadline;) {
+		fi_cq_read(l->cq, NULL, 0);
+		ret = fi_eq_read(l->eq, &event, &entry, sizeof(entry), 0);
+		if (ret == -FI_EAGAIN)
+			continue;
+		return LT_CHECK(ret > 0 && event == FI_JOIN_COMPLETE && entry.fid == &(*mc)->fid,
+				"FI_JOIN_COMPLETE, the raw peer's message taken from the ring "
+				"(%zd, event %u)", ret, event);
+	}
+	return LT_CHECK(false, "the join completes");
+}
+
+int main(void)
+{
+	static const char *const ring_warnings[] = { "ring slot" };
+	struct fi_av_set_attr set_attr = {
+		.count = 2,
+		.start_addr = FI_ADDR_NOTAVAIL,
+		.end_addr = FI_ADDR_NOTAVAIL,
+	};
+	const char *env = getenv("FI_OFI_LAYER_RING_SLOTS");
+	struct layer_side l = { 0 };
+	struct raw_side r = { 0 };
+	struct sockaddr_in raw_addr;
+	fi_addr_t self, peer, coll_addr;
+	struct fid_av_set *set;
+	struct fid_mc *mc;
+	uint8_t bad[LAYER_RING_SLOT] = { 0 };
+	struct layer_hdr *bad_hdr = (struct layer_hdr *) bad;
+	uint64_t deadline;
+	uint32_t event = 0;
+	struct fi_eq_cm_entry entry;
+	uint32_t expect_slots = 64;
+	int i, err, warned;
+	char ctx;
+
+	lt_log_capture();
+	lt_begin("test_ring");
+	if (!lt_is_layer() || !lt_core_is_msg() || strcasecmp(lt_core_name(), "tcp"))
+		lt_skip("rings are lent over tcp's MSG endpoints only");
+	if (env)
+		expect_slots = atoi(env) < 1 ? 0 : 1u << (31 - __builtin_clz((unsigned) atoi(env)));
+	open_layer(&l);
+	open_raw(&r);
+
+	/* The raw peer's listening address: one nobody listens on. */
+	raw_addr = l.addr;
+	raw_addr.sin_port = htons(9);
+	LT_CHECK_RET(fi_av_insert(l.av, &l.addr, 1, &self, 0, NULL), 1, "insert self");
+	LT_CHECK_RET(fi_av_insert(l.av, &raw_addr, 1, &peer, 0, NULL), 1, "insert raw peer");
+	if (!raw_connect(&l, &r, &raw_addr))
+		goto out;
+	LT_CHECK(r.layer.slots == expect_slots,
+		 "the layer lends FI_OFI_LAYER_RING_SLOTS slots, a power of two (%u)",
+		 r.layer.slots);
+	if (!expect_slots)
+		goto out;
+
+	LT_CHECK_RET(fi_av_set(l.av, &set_attr, &set, NULL), 0, "av set");
+	LT_CHECK_RET(fi_av_set_insert(set, self), 0, "set: self");
+	LT_CHECK_RET(fi_av_set_insert(set, peer), 0, "set: raw peer");
+	LT_CHECK_RET(fi_av_set_addr(set, &coll_addr), 0, "set address");
+	if (!layer_join(&l, &r, coll_addr, set, &mc))
+		goto out;
+
+	for (i = 0; i < BARRIERS; i++) {
+		if (!LT_CHECK_RET(fi_barrier(l.ep, mc->fi_addr, &ctx), 0,
+				  "barrier %d", i) ||
+		    !raw_echo(&l, &r, "barrier"))
+			break;
+		err = layer_wait(&l, &r, &ctx);
+		if (!LT_CHECK(!err, "barrier %d completes (%s)", i, fi_strerror(err)))
+			break;
+	}
+	LT_CHECK(i == BARRIERS && r.taken == BARRIERS,
+		 "%d barriers, the layer's %u messages all in the raw ring (%u slots)", i,
+		 r.taken, RAW_SLOTS);
+
+	/* An eager message that is not collective traffic needs its place among the others. */
+	*bad_hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER };
+	raw_write_slot(&r, bad, sizeof(*bad_hdr));
+	for (deadline = lt_now_ms() + LT_TIMEOUT_MS; lt_now_ms() < deadline;) {
+		fi_cq_read(l.cq, NULL, 0);
+		fi_cq_read(r.cq, NULL, 0);
+		if (fi_eq_read(r.eq, &event, &entry, sizeof(entry), 0) != -FI_EAGAIN)
+			break;
+	}
+	LT_CHECK(lt_now_ms() < deadline && event == FI_SHUTDOWN,
+		 "a slot with a message that needs its order ends the connection");
+	LT_CHECK_RET(fi_barrier(l.ep, mc->fi_addr, &ctx), 0,
+		     "a barrier after the loss is taken");
+	err = layer_wait(&l, &r, &ctx);
+	LT_CHECK(err && err != ETIMEDOUT, "and fails (%s)", fi_strerror(err));
+	LT_CHECK_RET(fi_close(&mc->fid), 0, "the group closes");
+	fi_close(&set->fid);
+out:
+	close_raw(&r);
+	close_layer(&l);
+	warned = lt_log_count(ring_warnings, 1);
+	LT_CHECK(warned == !!expect_slots, "one warning for the bad slot (%d)", warned);
+	return lt_end();
+}
