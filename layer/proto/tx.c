@@ -227,19 +227,19 @@ static int layer_tx_to_core(struct layer_proto *proto, struct layer_conn *conn,
 	/*
 	 * A message that fits the core's inject size goes as an inject, as rxm does: the core
 	 * keeps the bytes and reports no completion, so the send completes here and neither
-	 * side processes a core completion for it. Sends waiting for an ACK keep their entry.
+	 * side processes a core completion for it. A send that waits for an answer (an ACK, a
+	 * READ_RESP) waits for it from now on.
 	 */
-	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= proto->core->inject_size && !tx->wants_ack) {
-		/* collective traffic is matched by tag and sender alone: any order will do, and
-		 * a peer's ring takes it without a core completion at either end */
-		if (!(tx->hdr.flags & LAYER_HDR_COLL) ||
-		    layer_core_ring_send(chan, tx->iov, 1, tx->iov[0].iov_len))
-			ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len);
-		else
-			ret = 0;
+	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= proto->core->inject_size) {
+		ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len);
 		if (ret)
 			return (int) ret;
-		layer_tx_complete(proto, tx, 0);
+		if (!tx->wants_ack) {
+			layer_tx_complete(proto, tx, 0);
+			return 0;
+		}
+		tx->state = LAYER_TX_WAITING;
+		util_dlist_insert_tail(&tx->link, &conn->acked_tx);
 		return 0;
 	}
 	tx->ctx.chan = chan;
