@@ -81,6 +81,8 @@ struct layer_buf {
 					* went straight into, held (rma/) */
 	bool is_answered;              /* direct receive: that write's ACK went as soon as its
 					* header was checked (rma/) */
+	bool is_behind_ring;           /* direct receive: ring slots written before it are not
+					* taken yet: not matched before it is whole (ring.h) */
 	struct util_tagm_msg tagm;     /* while an unexpected tagged message */
 	/* header, then payload */
 	uint8_t data[] __attribute__((aligned(16)));
@@ -117,7 +119,8 @@ struct layer_chan {
 	uint16_t key_slot;             /* RDM: outgoing, our slot at the peer; incoming, the
 					* peer's slot; MSG: 0 */
 	struct layer_ring *ring;       /* MSG: the rings of the channel once both sides lend
-					* slots (ring.h), else NULL */
+					* slots (ring.h): its messages go through them; else
+					* NULL */
 	size_t tx_eager;               /* the largest eager payload the peer's buffers take,
 					* from its handshake; 0 until then */
 	size_t tx_rma_eager;           /* the largest RMA data (a write's, a read's answer)
@@ -284,32 +287,29 @@ static inline void layer_core_repost(struct layer_core *core, struct layer_buf *
 		util_bufpool_put(&core->buf_pool, buf);
 }
 
-/* The data path's core calls, the same for every kind (a channel names its endpoint and the
- * peer's address on it, or the datagram transport that stands for the core). ctx->chan must
- * be chan. */
+/*
+ * The data path's core calls, the same for every kind (a channel names its endpoint and the
+ * peer's address on it, the datagram transport that stands for the core, or its rings). A
+ * message starts with its header, in our own memory: over rings its key_slot is written.
+ * ctx->chan must be chan.
+ */
 static inline ssize_t layer_core_sendv(struct layer_chan *chan, const struct iovec *iov,
 				       size_t count, struct layer_ctx *ctx)
 {
 	if (chan->dgram)
 		return layer_dgram_sendv(chan->dgram, iov, count, chan->core_addr, ctx);
+	if (chan->ring)
+		return layer_ring_sendv(chan->ring, iov, count, ctx);
 	return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
 }
 
-static inline ssize_t layer_core_inject(struct layer_chan *chan, const void *buf, size_t len)
+static inline ssize_t layer_core_inject(struct layer_chan *chan, void *buf, size_t len)
 {
 	if (chan->dgram)
 		return layer_dgram_inject(chan->dgram, buf, len, chan->core_addr);
+	if (chan->ring)
+		return layer_ring_inject(chan->ring, buf, len);
 	return fi_inject(chan->core_ep, buf, len, chan->core_addr);
-}
-
-/* A short message that needs no order, into the peer's ring (ring.h): 0, or -FI_EAGAIN when
- * it goes as a message instead. */
-static inline ssize_t layer_core_ring_send(struct layer_chan *chan, const struct iovec *iov,
-					   size_t count, size_t len)
-{
-	if (!chan->ring)
-		return -FI_EAGAIN;
-	return layer_ring_send(chan->ring, iov, count, len);
 }
 
 static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t len,
@@ -333,6 +333,7 @@ static inline void layer_core_buf_reset(struct layer_buf *buf, struct layer_chan
 	buf->is_placed = false;
 	buf->is_unmatched = false;
 	buf->is_answered = false;
+	buf->is_behind_ring = false;
 }
 
 #endif /* LAYER_CORE_CORE_H */

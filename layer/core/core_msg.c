@@ -124,6 +124,8 @@ static ssize_t layer_msg_get_rbuf(struct layer_core_rbuf_entry *entry, struct io
 	if (unlikely(entry->len < LAYER_HDR_SIZE))
 		return -FI_EIO;
 	buf->len = entry->len;
+	if (buf->ctx.chan->ring)
+		buf->is_behind_ring = layer_ring_is_behind(buf->ctx.chan->ring, layer_buf_hdr(buf));
 	return core->up->place(core->up_arg, buf, iov, count);
 }
 
@@ -702,6 +704,7 @@ static void layer_msg_handle_buf(struct layer_core *core, struct layer_buf *buf,
 {
 	struct layer_msg_chan *mchan = layer_msg_chan_of(buf->ctx.chan);
 	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_ring *ring;
 
 	util_dlist_remove(&buf->link);
 	mchan->posted_cnt--;
@@ -711,7 +714,13 @@ static void layer_msg_handle_buf(struct layer_core *core, struct layer_buf *buf,
 		mchan->is_ctrl_only = false;
 		layer_msg_fill(mchan, SIZE_MAX);
 	}
+	/* the ring's slots written before it go up first; those after it once it is up */
+	ring = mchan->chan.ring;
+	if (ring && len >= sizeof(*hdr))
+		layer_ring_before_msg(ring, hdr);
 	core->up->recv(core->up_arg, buf);
+	if (ring)
+		layer_ring_after_msg(ring);
 }
 
 /* On a connected core an error fails the operation's connection, then the operation. */

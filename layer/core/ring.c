@@ -1,6 +1,7 @@
 /* Rings (ring.h). */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@
 #include "layer/mr.h"
 
 _Static_assert(sizeof(struct layer_ring_ctl) == 64, "ring control block");
-_Static_assert(sizeof(struct layer_ring_trailer) == 8, "ring trailer");
+_Static_assert(sizeof(struct layer_ring_trailer) == 16, "ring trailer");
+_Static_assert(LAYER_RING_MSG_MAX >= LAYER_HDR_SIZE + 64, "a slot holds 64 bytes of payload");
 
 uint32_t layer_ring_slots(const struct layer_core *core)
 {
@@ -87,26 +89,25 @@ bool layer_ring_set_peer(struct layer_ring *ring, const struct layer_ring_offer 
 	return true;
 }
 
-ssize_t layer_ring_send(struct layer_ring *ring, const struct iovec *iov, size_t cnt,
-			size_t len)
+/* Into the peer's next slot: 0, -FI_EAGAIN (too long, no free slot, the core busy), or an
+ * error of the core. */
+static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t len)
 {
 	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) ring->region;
 	uint8_t slot[LAYER_RING_SLOT];
 	struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
 	uint32_t num = ring->sent + 1, idx;
-	size_t i, off = 0;
 	ssize_t ret;
 
-	if (len > LAYER_RING_MSG_MAX || num - ctl->taken > ring->peer.slots ||
-	    !layer_ring_may_carry(iov[0].iov_base))
+	if (len > LAYER_RING_MSG_MAX || num - ctl->taken > ring->peer.slots)
 		return -FI_EAGAIN;
-	for (i = 0; i < cnt; i++) {
-		memcpy(slot + off, iov[i].iov_base, iov[i].iov_len);
-		off += iov[i].iov_len;
-	}
-	memset(slot + off, 0, LAYER_RING_MSG_MAX - off);
-	trailer->len = (uint32_t) len;
-	trailer->num = num;
+	memcpy(slot, buf, len);
+	memset(slot + len, 0, LAYER_RING_MSG_MAX - len);
+	*trailer = (struct layer_ring_trailer) {
+		.len = (uint32_t) len,
+		.msgs = ring->msgs_sent,
+		.num = num,
+	};
 	idx = (num - 1) & (ring->peer.slots - 1);
 	ret = fi_inject_write(ring->chan->core_ep, slot, sizeof(slot), FI_ADDR_UNSPEC,
 			      ring->peer.addr + sizeof(struct layer_ring_ctl) +
@@ -117,7 +118,39 @@ ssize_t layer_ring_send(struct layer_ring *ring, const struct iovec *iov, size_t
 	return 0;
 }
 
-/* Writes the count of the peer's messages taken into the peer's control block. */
+/* A message as a message: its header says how many slots went before it. */
+static inline void layer_ring_stamp(const struct layer_ring *ring, void *hdr)
+{
+	((struct layer_hdr *) hdr)->key_slot = (uint16_t) ring->sent;
+}
+
+ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len)
+{
+	ssize_t ret;
+
+	ret = layer_ring_write(ring, buf, len);
+	if (ret != -FI_EAGAIN)
+		return ret;
+	layer_ring_stamp(ring, buf);
+	ret = fi_inject(ring->chan->core_ep, buf, len, FI_ADDR_UNSPEC);
+	if (!ret)
+		ring->msgs_sent++;
+	return ret;
+}
+
+ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_t count,
+			 struct layer_ctx *ctx)
+{
+	ssize_t ret;
+
+	layer_ring_stamp(ring, iov[0].iov_base);
+	ret = fi_sendv(ring->chan->core_ep, iov, NULL, count, FI_ADDR_UNSPEC, ctx);
+	if (!ret)
+		ring->msgs_sent++;
+	return ret;
+}
+
+/* Writes the count of the peer's slots taken into the peer's control block. */
 static void layer_ring_tell(struct layer_ring *ring)
 {
 	struct layer_ring_ctl ctl = { .taken = ring->taken };
@@ -129,41 +162,59 @@ static void layer_ring_tell(struct layer_ring *ring)
 		ring->taken_told = ring->taken;
 }
 
-int layer_ring_poll(struct layer_ring *ring)
+/*
+ * The next slot, when it is whole and the messages before it were handed up: 1 when it was
+ * handed up, 0 when it is not there yet (or no buffer is free), -EPROTO when it cannot be
+ * from ofi_layer.
+ */
+static int layer_ring_take(struct layer_ring *ring)
 {
 	struct layer_chan *chan = ring->chan;
 	struct layer_core *core = chan->core;
-	const volatile struct layer_ring_trailer *trailer;
+	uint8_t *slot = layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
+	const volatile struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
 	struct layer_buf *buf;
-	uint8_t *slot;
 	uint32_t len;
 
-	for (;;) {
-		slot = layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
-		trailer = layer_ring_trailer(slot);
-		if (trailer->num != ring->taken + 1)
-			break;
-		len = trailer->len;
-		/* only what needs no order may come this way (the layers above would take any
-		 * message, out of its place among the others) */
-		if (unlikely(len < LAYER_HDR_SIZE || len > LAYER_RING_MSG_MAX ||
-			     !layer_ring_may_carry((const struct layer_hdr *) slot))) {
-			LAYER_WARN_ONCE(FI_LOG_EP_DATA, "a peer wrote a ring slot no ofi_layer "
-					"writes (%u bytes): closing its connection\n", len);
-			return -EPROTO;
-		}
-		buf = layer_core_buf_get(core);
-		if (!buf)
-			break;
-		layer_core_buf_reset(buf, chan);
-		memcpy(buf->data, slot, len);
-		buf->len = len;
-		ring->taken++;
-		core->up->recv(core->up_arg, buf);
+	if (trailer->num != ring->taken + 1 || trailer->msgs != ring->msgs_taken)
+		return 0;
+	len = trailer->len;
+	if (unlikely(len < LAYER_HDR_SIZE || len > LAYER_RING_MSG_MAX)) {
+		LAYER_WARN_ONCE(FI_LOG_EP_DATA, "a peer wrote a ring slot no ofi_layer writes "
+				"(%u bytes): closing its connection\n", len);
+		return -EPROTO;
+	}
+	buf = layer_core_buf_get(core);
+	if (!buf)
+		return 0;
+	layer_core_buf_reset(buf, chan);
+	memcpy(buf->data, slot, len);
+	buf->len = len;
+	ring->taken++;
+	core->up->recv(core->up_arg, buf);
+	return 1;
+}
+
+void layer_ring_before_msg(struct layer_ring *ring, const struct layer_hdr *hdr)
+{
+	/* they came first on the connection: the core placed them (else the peer broke the
+	 * protocol, and the message simply goes first) */
+	while (layer_ring_is_behind(ring, hdr) && layer_ring_take(ring) == 1)
+		;
+}
+
+int layer_ring_poll(struct layer_ring *ring)
+{
+	struct layer_chan *chan = ring->chan;
+	int ret;
+
+	while ((ret = layer_ring_take(ring)) == 1) {
 		/* what it set off may have closed the channel (its ring is out of use then) */
 		if (chan->ring != ring)
 			return 0;
 	}
+	if (ret)
+		return ret;
 	if (ring->taken - ring->taken_told >= UTIL_MAX(ring->own.slots / 4, 1u))
 		layer_ring_tell(ring);
 	return 0;

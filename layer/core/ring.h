@@ -1,28 +1,34 @@
 /*
- * Rings: short messages that need no order as the core's RMA writes (core_msg.c).
+ * Rings: short messages as the core's RMA writes (core_msg.c).
  *
  * libfabric 1.17's tcp reports every receive on a CQ that always has a wait object, and
  * signals that object for each completion it writes: a message end costs a write and a read
- * of its signal on top of the poll and the recv of the data. An RMA write is placed by the
+ * of the signal on top of the poll and the recv of the data. An RMA write is placed by the
  * target's core without a completion, and an inject write makes none at the initiator. So
  * over a connected core that can write (tcp), each side of a channel lends the other a
- * registered region, and a message the layers above say needs no order (collective
- * traffic, which is matched by its tag and sender alone) goes there as one inject write of
- * a whole slot when it fits and a slot is free; anything else goes as a message. The
- * receiver finds the messages by looking at its next slot in progress, and hands each up
- * exactly as a received buffer.
+ * registered region, and a message that fits a slot goes there, as one inject write of the
+ * whole slot, while a slot is free; anything else goes as a message. The receiver finds the
+ * messages by looking at its next slot in progress and hands each up exactly as a received
+ * buffer: the layers above see messages, whichever way they came.
  *
  * A region (each side's offer, struct layer_ring_offer, is in its handshake):
  *   bytes 0..63         struct layer_ring_ctl: written by the peer, never by its owner
  *   then slots of LAYER_RING_SLOT bytes: the message (header and payload, at most
- *   LAYER_RING_MSG_MAX bytes), and in the slot's last 8 bytes struct layer_ring_trailer: its
- *   length and its number (1, 2, ... over the channel's life, modulo 2^32). The core's
- *   write places the bytes in order, so a slot whose trailer holds the number expected next
- *   is whole: a slot being written still holds the number of its previous lap.
+ *   LAYER_RING_MSG_MAX bytes), and in the slot's last 16 bytes struct layer_ring_trailer:
+ *   its length, how many messages went before it, and its number (1, 2, ... over the
+ *   channel's life, modulo 2^32). The core's write places the bytes in order, so a slot
+ *   whose trailer holds the number expected next is whole: a slot being written still
+ *   holds the number of its previous lap.
  * Flow: the writer uses slot (number - 1) mod slots while number - ctl.taken <= slots, where
  * ctl.taken is what the reader last wrote back into the writer's region: how many of the
- * writer's messages it has taken; it writes it back once a quarter of its slots were taken
+ * writer's slots it has taken; it writes it back once a quarter of its slots were taken
  * since it last did. A writer without room sends a message instead.
+ * Order: the two ways are one stream. A slot's trailer says how many messages were sent on
+ * the channel before it, and a message's header (key_slot, unused over MSG cores otherwise)
+ * how many slots, modulo 2^16: the reader takes a slot only once it has taken as many
+ * messages, and before it hands a message up it takes the slots written before it (the core
+ * placed them already: they came first on the connection). A message behind slots not yet
+ * taken is not matched while it arrives (direct receive), only once it is in.
  *
  * Everything here runs under the endpoint's lock, from the data path and progress.
  */
@@ -37,18 +43,21 @@
 
 struct layer_chan;
 struct layer_core;
+struct layer_ctx;
+
+struct layer_ring_trailer {
+	uint32_t len;                  /* the message's bytes, header included */
+	uint32_t msgs;                 /* messages sent on the channel before it */
+	uint32_t reserved;
+	uint32_t num;                  /* its number: the slot is whole when it is the next */
+};
 
 #define LAYER_RING_SLOT 128u     /* one inject write (tcp 1.17 takes 128 bytes) */
 #define LAYER_RING_MSG_MAX (LAYER_RING_SLOT - sizeof(struct layer_ring_trailer))
 #define LAYER_RING_SLOTS_MAX 4096u
 
-struct layer_ring_trailer {
-	uint32_t len;                  /* the message's bytes, header included */
-	uint32_t num;                  /* its number: the slot is whole when it is the next */
-};
-
 struct layer_ring_ctl {
-	uint32_t taken;                /* messages of the region's owner the peer has taken */
+	uint32_t taken;                /* slots of the region's owner the peer has taken */
 	uint8_t reserved[60];
 };
 
@@ -60,10 +69,12 @@ struct layer_ring {
 	size_t region_len;
 	struct fid_mr *mr;
 	struct layer_ring_offer own;
-	uint32_t taken;                /* messages taken from our slots */
+	uint32_t taken;                /* slots taken from our region */
 	uint32_t taken_told;           /* the count last written back to the peer */
+	uint32_t msgs_taken;           /* messages of the channel handed up */
 	struct layer_ring_offer peer;  /* slots 0: the peer lends none */
-	uint32_t sent;                 /* messages written into the peer's slots */
+	uint32_t sent;                 /* slots written into the peer's region */
+	uint32_t msgs_sent;            /* messages sent on the channel */
 };
 
 /* Slots per ring (FI_OFI_LAYER_RING_SLOTS rounded down to a power of two), 0 when core's
@@ -74,29 +85,37 @@ int layer_ring_open(struct layer_chan *chan, uint32_t slots, struct layer_ring *
 void layer_ring_close(struct layer_ring *ring);
 /* The peer's offer, from its handshake: false when it is malformed (then unused). */
 bool layer_ring_set_peer(struct layer_ring *ring, const struct layer_ring_offer *offer);
-/* What a ring carries: eager collective messages, matched by their tag and sender alone. */
-static inline bool layer_ring_may_carry(const struct layer_hdr *hdr)
-{
-	return hdr->op == LAYER_OP_EAGER && (hdr->flags & LAYER_HDR_COLL);
-}
-
-/* Whether both sides lend slots: only then does either write. */
-static inline bool layer_ring_is_up(const struct layer_ring *ring)
-{
-	return ring->own.slots && ring->peer.slots;
-}
 
 /*
- * Writes the message in iov (len bytes, header first) into the peer's next slot: 0, or
- * -FI_EAGAIN when it does not fit, no slot is free or the core is busy (send it as a message
- * then), or another core error.
+ * The channel's sends (core.h's data path calls, for a channel whose rings are up), the
+ * header first in buf and iov[0]: a message that fits goes into the peer's next free slot,
+ * anything else as a message whose header says how many slots went before it. As the core's
+ * fi_inject and fi_sendv return.
  */
-ssize_t layer_ring_send(struct layer_ring *ring, const struct iovec *iov, size_t cnt,
-			size_t len);
+ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len);
+ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_t count,
+			 struct layer_ctx *ctx);
+
 /*
- * Hands up the messages whole in our slots, in order, and tells the peer what was taken:
- * 0, or -EPROTO when the peer wrote a slot no ofi_layer writes (its connection should
- * end: its stream cannot be trusted).
+ * A message of the channel arrived, its header in: whether the slots written before it are
+ * all taken (else it is not matched before it is whole, see above).
+ */
+static inline bool layer_ring_is_behind(const struct layer_ring *ring,
+					const struct layer_hdr *hdr)
+{
+	return hdr->key_slot != (uint16_t) ring->taken;
+}
+/* A message of the channel is whole: the slots written before it are taken first. */
+void layer_ring_before_msg(struct layer_ring *ring, const struct layer_hdr *hdr);
+/* The message is handed up: slots written after it may be taken. */
+static inline void layer_ring_after_msg(struct layer_ring *ring)
+{
+	ring->msgs_taken++;
+}
+/*
+ * Hands up the slots whole in the region, in order, as far as the messages before them
+ * were, and tells the peer what was taken: 0, or -EPROTO when the peer wrote a slot no
+ * ofi_layer writes (its connection should end: its stream cannot be trusted).
  */
 int layer_ring_poll(struct layer_ring *ring);
 

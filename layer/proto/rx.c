@@ -619,7 +619,8 @@ int layer_rx_place(struct layer_proto *proto, struct layer_buf *buf, struct iove
 		    !layer_rma_place(proto, buf, iov, count))
 			return 0;
 	}
-	if (likely(is_data && hdr->op == LAYER_OP_EAGER && !proto->unmatched_cnt)) {
+	if (likely(is_data && hdr->op == LAYER_OP_EAGER && !proto->unmatched_cnt &&
+		   !buf->is_behind_ring)) {
 		rx = layer_rxq_match(layer_rx_queue(proto, hdr), buf, false);
 		buf->rx = rx;
 		if (rx && left <= rx->len && rx->iov_cnt <= *count) {

@@ -1,18 +1,22 @@
 /*
- * Rings (fi_layer(7), "Rings"): over tcp's MSG endpoints an endpoint with FI_COLLECTIVE
- * lends each peer slots that the peer's core fills with short collective messages by RMA
- * writes. A raw tcp MSG endpoint plays the peer, with a ring of its own:
+ * Rings (fi_layer(7), "Rings"): over tcp's MSG endpoints an endpoint lends each peer slots
+ * that the peer's core fills with its short messages by RMA writes, in one stream with the
+ * messages that go as messages. A raw tcp MSG endpoint plays the peer, with a ring of its
+ * own:
  * - its handshake lends 4 slots; the layer's acceptance lends FI_OFI_LAYER_RING_SLOTS back
  *   (rounded down to a power of two; 0: none, and the test ends there);
  * - the layer joins a group of itself and the raw peer: the join's message is larger than a
  *   slot and comes as a message, which the raw peer sends back (it carries what the layer's
  *   own contribution does, so the join completes);
  * - ten barriers: each barrier's message lands in the raw peer's next slot (numbered from 1,
- *   an eager collective message of this protocol version), and the raw peer writes it back
- *   into the layer's next slot, telling the layer how many it took: the layer's messages go
- *   round the raw peer's four slots, never past what was taken;
- * - a slot no ofi_layer writes (a message that needs its order) closes the connection with
- *   one warning; the group's next barrier fails with an error, and the endpoint closes.
+ *   one message before it, an eager collective message of this protocol version), and the
+ *   raw peer writes it back into the layer's next slot, telling the layer how many it took:
+ *   the layer's messages go round the raw peer's four slots, never past what was taken;
+ * - order: a message, two slots, a message go into the layer's receives in the order sent
+ *   (the last one, whose header says two slots went before it, is taken after them although
+ *   they are in place when its header arrives: with direct receive it is not matched then);
+ * - a slot no ofi_layer writes (a length out of range) closes the connection with one
+ *   warning; the group's next barrier fails with an error, and the endpoint closes.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -55,6 +59,7 @@ struct raw_side {
 	struct layer_ring_offer layer; /* the layer's, from its acceptance */
 	uint32_t taken;                /* the layer's messages taken from our slots */
 	uint32_t written;              /* messages written into the layer's slots */
+	uint32_t msgs_sent;            /* messages sent as messages */
 	uint8_t rbuf[4096];            /* messages that do not fit a slot */
 };
 
@@ -210,15 +215,28 @@ static uint8_t *raw_wait_slot(struct layer_side *l, struct raw_side *r)
 	return slot;
 }
 
-/* Writes slot (header, payload, trailer) into the layer's next slot, numbered. */
-static void raw_write_slot(struct raw_side *r, uint8_t *slot, uint32_t len)
+/* Writes slot (header, payload, trailer) into the layer's next slot, numbered, once the
+ * layer said it took the slot's previous lap. */
+static void raw_write_slot(struct layer_side *l, struct raw_side *r, uint8_t *slot,
+			   uint32_t len)
 {
 	struct layer_ring_trailer *trailer = (struct layer_ring_trailer *) (slot +
 									    LAYER_RING_MSG_MAX);
+	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) r->region;
 	uint64_t off = sizeof(struct layer_ring_ctl) +
 		       (uint64_t) (r->written % r->layer.slots) * LAYER_RING_SLOT;
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+
+	/* progress only: the completions are the caller's to read */
+	while (r->written - ctl->taken >= r->layer.slots && lt_now_ms() < deadline) {
+		fi_cq_read(l->cq, NULL, 0);
+		fi_cq_read(r->cq, NULL, 0);
+	}
+	LT_CHECK(r->written - ctl->taken < r->layer.slots, "the layer frees its slot %u",
+		 r->written % r->layer.slots);
 
 	trailer->len = len;
+	trailer->msgs = r->msgs_sent;
 	trailer->num = ++r->written;
 	LT_CHECK_RET(fi_inject_write(r->ep, slot, LAYER_RING_SLOT, 0, r->layer.addr + off,
 				     r->layer.key), 0, "raw write of slot %u", r->written);
@@ -238,6 +256,7 @@ static bool raw_echo(struct layer_side *l, struct raw_side *r, const char *what)
 {
 	uint8_t copy[LAYER_RING_SLOT];
 	const struct layer_hdr *hdr = (const struct layer_hdr *) copy;
+	const struct layer_ring_trailer *trailer;
 	uint8_t *slot = raw_wait_slot(l, r);
 	uint32_t len;
 
@@ -245,14 +264,16 @@ static bool raw_echo(struct layer_side *l, struct raw_side *r, const char *what)
 		      r->taken % RAW_SLOTS))
 		return false;
 	memcpy(copy, slot, sizeof(copy));
-	len = ((const struct layer_ring_trailer *) (copy + LAYER_RING_MSG_MAX))->len;
+	trailer = (const struct layer_ring_trailer *) (copy + LAYER_RING_MSG_MAX);
+	len = trailer->len;
 	if (!LT_CHECK(len >= sizeof(*hdr) && len <= LAYER_RING_MSG_MAX &&
 		      hdr->version == LAYER_PROTO_VERSION && hdr->op == LAYER_OP_EAGER &&
-		      (hdr->flags & LAYER_HDR_COLL) && hdr->size == len - sizeof(*hdr),
-		      "%s: an eager collective message of this version (%u bytes, op %u, flags "
-		      "%#x)", what, len, hdr->op, hdr->flags))
+		      (hdr->flags & LAYER_HDR_COLL) && hdr->size == len - sizeof(*hdr) &&
+		      trailer->msgs == 1, "%s: an eager collective message of this version, the "
+		      "join's message before it (%u bytes, op %u, flags %#x, %u messages before)",
+		      what, len, hdr->op, hdr->flags, trailer->msgs))
 		return false;
-	raw_write_slot(r, copy, len);
+	raw_write_slot(l, r, copy, len);
 	raw_tell(r);
 	return true;
 }
@@ -282,6 +303,7 @@ static bool raw_echo_msg(struct layer_side *l, struct raw_side *r)
 		    !LT_CHECK_RET(fi_send(r->ep, r->rbuf, (size_t) len, NULL, 0, NULL), 0,
 				  "raw send back"))
 			return false;
+		r->msgs_sent++;
 	}
 	return LT_CHECK(len > 0 && is_sent, "the join's message went there and back");
 }
@@ -302,6 +324,75 @@ static int layer_wait(struct layer_side *l, struct raw_side *r, void *context)
 			return ret < 0 ? (int) -ret : 0;
 	}
 	return ETIMEDOUT;
+}
+
+/* An eager message of the application's, with text as its payload. */
+static uint32_t raw_eager(struct raw_side *r, uint8_t *buf, const char *text)
+{
+	struct layer_hdr hdr = {
+		.version = LAYER_PROTO_VERSION,
+		.op = LAYER_OP_EAGER,
+		.key_slot = (uint16_t) r->written, /* as a message: the slots before it */
+		.size = strlen(text) + 1,
+	};
+
+	memcpy(buf, &hdr, sizeof(hdr));
+	memcpy(buf + sizeof(hdr), text, hdr.size);
+	return (uint32_t) (sizeof(hdr) + hdr.size);
+}
+
+static void raw_send_msg(struct layer_side *l, struct raw_side *r, const char *text)
+{
+	uint8_t buf[LAYER_RING_SLOT];
+	uint32_t len = raw_eager(r, buf, text);
+	ssize_t ret;
+
+	while ((ret = fi_inject(r->ep, buf, len, 0)) == -FI_EAGAIN) {
+		fi_cq_read(l->cq, NULL, 0);
+		fi_cq_read(r->cq, NULL, 0);
+	}
+	LT_CHECK_RET(ret, 0, "raw message \"%s\"", text);
+	r->msgs_sent++;
+}
+
+static void raw_send_slot(struct layer_side *l, struct raw_side *r, const char *text)
+{
+	uint8_t slot[LAYER_RING_SLOT] = { 0 };
+
+	raw_write_slot(l, r, slot, raw_eager(r, slot, text));
+}
+
+/*
+ * Four messages, two as messages and two in slots, go into the layer's receives in the order
+ * sent: a slot after a message (it waits for the message), a message after a slot (taken
+ * only after it, though its header comes in while the slot is there already).
+ */
+static void check_order(struct layer_side *l, struct raw_side *r, fi_addr_t peer)
+{
+	static const char *const texts[] = { "first", "second", "third", "fourth" };
+	struct fi_cq_data_entry comp;
+	char rbuf[4][64];
+	size_t i, got = 0, right = 0;
+	uint64_t deadline;
+	ssize_t ret;
+
+	for (i = 0; i < 4; i++)
+		LT_CHECK_RET(fi_recv(l->ep, rbuf[i], sizeof(rbuf[i]), NULL, peer, rbuf[i]), 0,
+			     "receive %zu posted", i);
+	raw_send_msg(l, r, texts[0]);
+	raw_send_slot(l, r, texts[1]);
+	raw_send_slot(l, r, texts[2]);
+	raw_send_msg(l, r, texts[3]);
+	for (deadline = lt_now_ms() + LT_TIMEOUT_MS; got < 4 && lt_now_ms() < deadline;) {
+		ret = layer_poll(l, &comp);
+		fi_cq_read(r->cq, NULL, 0);
+		if (ret != 1 || !(comp.flags & FI_RECV))
+			continue;
+		right += comp.op_context == rbuf[got] && !strcmp(rbuf[got], texts[got]);
+		got++;
+	}
+	LT_CHECK(got == 4 && right == 4, "messages and slots in the receives in the order sent "
+		 "(%zu of 4 in, %zu right)", got, right);
 }
 
 static bool layer_join(struct layer_side *l, struct raw_side *r, fi_addr_t coll_addr,
@@ -395,9 +486,11 @@ int main(void)
 		 "%d barriers, the layer's %u messages all in the raw ring (%u slots)", i,
 		 r.taken, RAW_SLOTS);
 
-	/* An eager message that is not collective traffic needs its place among the others. */
+	check_order(&l, &r, peer);
+
+	/* A slot no ofi_layer writes: shorter than a header. */
 	*bad_hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER };
-	raw_write_slot(&r, bad, sizeof(*bad_hdr));
+	raw_write_slot(&l, &r, bad, 7);
 	for (deadline = lt_now_ms() + LT_TIMEOUT_MS; lt_now_ms() < deadline;) {
 		fi_cq_read(l.cq, NULL, 0);
 		fi_cq_read(r.cq, NULL, 0);
@@ -405,7 +498,7 @@ int main(void)
 			break;
 	}
 	LT_CHECK(lt_now_ms() < deadline && event == FI_SHUTDOWN,
-		 "a slot with a message that needs its order ends the connection");
+		 "a slot shorter than a header ends the connection");
 	LT_CHECK_RET(fi_barrier(l.ep, mc->fi_addr, &ctx), 0,
 		     "a barrier after the loss is taken");
 	err = layer_wait(&l, &r, &ctx);
