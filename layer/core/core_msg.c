@@ -6,7 +6,9 @@
  * connection layer refuses is rejected with the reason (struct layer_reject), and the
  * requester's channel fails with FI_EACCES. A channel that fails or shuts down is reported
  * up (failed), as is every error completion of an operation on it: on a connected core an
- * operation fails only with its connection.
+ * operation fails only with its connection. Over a core that writes (tcp), each side of a
+ * channel lends the other a ring in its handshake (ring.h), and the channel's short messages
+ * go there as the core's RMA writes, without a completion at either end.
  */
 #include "config.h"
 
@@ -829,14 +831,34 @@ static void layer_msg_progress(struct layer_core *core)
 		layer_msg_free_dropped(mcore);
 }
 
+/*
+ * Whether a slot is whole in a ring. fi_trywait reads the core CQ (libfabric's poll sets
+ * do), which progresses tcp: what it reads from the sockets then, a peer's write into a ring
+ * among it, is out of them, and the fds would not wake a sleeper for it.
+ */
+static bool layer_msg_rings_ready(struct layer_msg_core *mcore)
+{
+	struct util_dlist *item;
+
+	util_dlist_foreach(&mcore->rings, item) {
+		if (layer_ring_is_ready(container_of(item, struct layer_ring, link)))
+			return true;
+	}
+	return false;
+}
+
 static int layer_msg_trywait(struct layer_core *core)
 {
 	struct fid *fids[2] = { &core->cq->fid, &core->eq->fid };
+	int ret;
 
 	/* Nothing to sleep on: the core CQ has no wait fd. */
 	if (core->cq_fd < 0)
 		return -FI_EAGAIN;
-	return fi_trywait(core->domain->fabric->core_fabric, fids, 2);
+	ret = fi_trywait(core->domain->fabric->core_fabric, fids, 2);
+	if (!ret && layer_msg_rings_ready(layer_msg_core_of(core)))
+		return -FI_EAGAIN;
+	return ret;
 }
 
 static void layer_msg_close(struct layer_core *core)

@@ -195,6 +195,14 @@ static int layer_ring_take(struct layer_ring *ring)
 	return 1;
 }
 
+bool layer_ring_is_ready(struct layer_ring *ring)
+{
+	uint8_t *slot = layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
+	const volatile struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
+
+	return trailer->num == ring->taken + 1;
+}
+
 void layer_ring_before_msg(struct layer_ring *ring, const struct layer_hdr *hdr)
 {
 	/* they came first on the connection: the core placed them (else the peer broke the

@@ -112,6 +112,8 @@ static inline void layer_ring_after_msg(struct layer_ring *ring)
 {
 	ring->msgs_taken++;
 }
+/* Whether the next slot of the region is whole. */
+bool layer_ring_is_ready(struct layer_ring *ring);
 /*
  * Hands up the slots whole in the region, in order, as far as the messages before them
  * were, and tells the peer what was taken: 0, or -EPROTO when the peer wrote a slot no
