@@ -50,6 +50,9 @@ tests_functional_test_malformed_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_ring
 tests_functional_test_ring_SOURCES = tests/functional/test_ring.c $(func_common)
 tests_functional_test_ring_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_sleep
+tests_functional_test_sleep_SOURCES = tests/functional/test_sleep.c $(func_common)
+tests_functional_test_sleep_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_msg
 tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
 tests_functional_test_msg_LDADD = $(func_ldadd)
@@ -127,7 +130,7 @@ EXTRA_DIST += tests/functional/lsan_net.supp tests/functional/run_suite.sh
 dist_check_SCRIPTS += tests/functional/run_bounce.sh
 TESTS += tests/functional/run_bounce.sh
 
-# The collective tests with rings of one slot, and without rings (core/ring.h).
+# The data path with rings of one slot, and without rings (core/ring.h).
 dist_check_SCRIPTS += tests/functional/run_ring.sh
 TESTS += tests/functional/run_ring.sh
 

@@ -1,7 +1,8 @@
 #!/bin/sh
-# The collective tests over tcp;ofi_layer with rings of one slot (FI_OFI_LAYER_RING_SLOTS=1:
-# a message waits for the peer to say it took the last one, so rings and messages mix and
-# arrive in any order) and with none at all (every collective message goes as a message).
+# The data path's tests over tcp;ofi_layer with rings of one slot (FI_OFI_LAYER_RING_SLOTS=1:
+# nearly every other message waits for the peer to say it took the last slot and goes as a
+# message, so slots and messages interleave on every connection) and with none at all (every
+# message goes as a message, the path of cores without rings).
 set -u
 . "$(dirname "$0")/run_suite.sh"
 LAYER_TEST_PROV="tcp;ofi_layer"
@@ -10,7 +11,8 @@ export LAYER_TEST_PROV
 (
 	FI_OFI_LAYER_RING_SLOTS=1
 	export FI_OFI_LAYER_RING_SLOTS
-	run_suite "tcp;ofi_layer with one-slot rings" test_ring test_coll
+	run_suite "tcp;ofi_layer with one-slot rings" test_ring test_sleep test_msg test_tagged \
+		test_multi_recv test_unexp test_direct test_twoproc test_rma test_atomic test_coll
 )
 case $? in
 0 | 77) ;;
@@ -18,4 +20,5 @@ case $? in
 esac
 FI_OFI_LAYER_RING_SLOTS=0
 export FI_OFI_LAYER_RING_SLOTS
-run_suite "tcp;ofi_layer without rings" test_ring test_coll
+run_suite "tcp;ofi_layer without rings" test_ring test_msg test_tagged test_direct test_rma \
+	test_atomic test_coll

@@ -15,10 +15,13 @@
  * - order: a message, two slots, a message go into the layer's receives in the order sent
  *   (the last one, whose header says two slots went before it, is taken after them although
  *   they are in place when its header arrives: with direct receive it is not matched then);
+ * - a slot placed while the endpoint is asked whether its caller may sleep (fi_trywait reads
+ *   the core's CQ, which reads the sockets): it says not to, or its fd wakes the caller;
  * - a slot no ofi_layer writes (a length out of range) closes the connection with one
  *   warning; the group's next barrier fails with an error, and the endpoint closes.
  */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +69,7 @@ struct raw_side {
 static void open_layer(struct layer_side *l)
 {
 	struct fi_info *hints = lt_hints(FI_MSG | FI_COLLECTIVE);
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_FD };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
 	size_t addrlen = sizeof(l->addr);
@@ -187,7 +190,8 @@ static bool raw_connect(struct layer_side *l, struct raw_side *r, const struct s
 		if (ret == -FI_EAGAIN)
 			continue;
 		if (!LT_CHECK(ret == sizeof(ev) && event == FI_CONNECTED,
-			      "the layer accepts, saying what it lends (%zd, event %u)", ret, event))
+			      "the layer accepts, saying what it lends (%zd, event %u)", ret,
+			      event))
 			return false;
 		r->layer = ev.accept.ring;
 		return true;
@@ -395,6 +399,32 @@ static void check_order(struct layer_side *l, struct raw_side *r, fi_addr_t peer
 		 "(%zu of 4 in, %zu right)", got, right);
 }
 
+/*
+ * A slot the core places while the endpoint is asked whether its caller may sleep (fi_trywait
+ * reads the core's CQ, and tcp reads its sockets then): the endpoint says not to, or its CQ's
+ * fd wakes the caller; either way the message is there.
+ */
+static void check_sleep(struct layer_side *l, struct raw_side *r, fi_addr_t peer)
+{
+	struct fid *fids[1] = { &l->cq->fid };
+	struct fi_cq_data_entry comp;
+	struct pollfd pfd = { .events = POLLIN };
+	char rbuf[64];
+	int ret;
+
+	LT_CHECK_RET(fi_control(&l->cq->fid, FI_GETWAIT, &pfd.fd), 0, "the CQ's wait fd");
+	LT_CHECK_RET(fi_recv(l->ep, rbuf, sizeof(rbuf), NULL, peer, rbuf), 0, "receive posted");
+	raw_send_slot(l, r, "wake up");
+	ret = fi_trywait(l->fabric, fids, 1);
+	if (!ret)
+		ret = poll(&pfd, 1, 2000) == 1 ? -FI_EAGAIN : 0;
+	LT_CHECK_RET(ret, -FI_EAGAIN, "a slot placed during fi_trywait: not to sleep, or the fd "
+		     "wakes");
+	ret = (int) fi_cq_sread(l->cq, &comp, 1, NULL, LT_TIMEOUT_MS);
+	LT_CHECK(ret == 1 && comp.op_context == rbuf && !strcmp(rbuf, "wake up"),
+		 "fi_cq_sread gives the message (%d)", ret);
+}
+
 static bool layer_join(struct layer_side *l, struct raw_side *r, fi_addr_t coll_addr,
 		       struct fid_av_set *set, struct fid_mc **mc)
 {
@@ -487,6 +517,7 @@ int main(void)
 		 r.taken, RAW_SLOTS);
 
 	check_order(&l, &r, peer);
+	check_sleep(&l, &r, peer);
 
 	/* A slot no ofi_layer writes: shorter than a header. */
 	*bad_hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER };
