@@ -100,8 +100,8 @@ static const struct layer_param {
 	  "Collectives: 1 runs barriers and small allreduces of 4, 8, 16... members as recursive "
 	  "doubling among the leaders of pairs (one round more each way, half the messages: "
 	  "what counts where members share cores); 0 as dissemination and plain recursive "
-	  "doubling; 2 chooses per group: pairs when more of its members are on this host than "
-	  "it has processors online (default: 2)" },
+	  "doubling; 2 chooses per group: pairs when more than twice as many of its members are "
+	  "on this host as it has processors online (default: 2)" },
 	{ "ring_slots", &layer_settings.ring_slots, 0, 4096,
 	  "Over a connected core that writes (tcp), an endpoint with FI_COLLECTIVE lends each "
 	  "peer this many 128-byte slots (rounded down to a power of two), which the peer "

@@ -313,10 +313,11 @@ int layer_coll_join(struct layer_coll *coll, const struct fi_collective_addr *ad
 	ret = layer_coll_members(coll, set, &group->members, &group->size, &group->rank, &local);
 	if (ret)
 		goto err_free;
-	/* FI_OFI_LAYER_COLL_PAIRED: 0, 1, or (2) when more members share this host than it has
-	 * processors: there the messages are what costs, not the rounds */
+	/* FI_OFI_LAYER_COLL_PAIRED: 0, 1, or (2) when more than twice as many members share this
+	 * host as it has processors: there the messages are what costs, not the rounds (measured
+	 * on 2 processors: 8 members gain, 4 lose) */
 	group->is_paired = coll->paired_mode == 1 ||
-			   (coll->paired_mode == 2 && local > coll->cpu_cnt);
+			   (coll->paired_mode == 2 && local > 2 * coll->cpu_cnt);
 	group->coll = coll;
 	group->join_context = context;
 	util_dlist_init(&group->ops);
