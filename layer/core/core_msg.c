@@ -69,8 +69,10 @@ struct layer_msg_chan {
 	size_t posted_cnt;
 	bool is_ctrl_only;             /* outgoing, no user data seen on it yet: a few buffers */
 	bool is_connecting;            /* outgoing, the peer has not answered its request */
-	struct layer_ring *ring;       /* the rings it lends and writes into, or NULL; in
-					* chan.ring once the peer lends slots too */
+	struct layer_ring *ring;       /* the rings it lends and writes into, or NULL: what
+					* arrives is taken in order from the start; in chan.ring
+					* (what is sent goes into the peer's) once the peer lends
+					* slots too */
 };
 
 static inline struct layer_msg_core *layer_msg_core_of(struct layer_core *core)
@@ -121,13 +123,15 @@ static ssize_t layer_msg_get_rbuf(struct layer_core_rbuf_entry *entry, struct io
 {
 	struct layer_buf *buf = entry->op_context;
 	struct layer_core *core = buf->ctx.chan->core;
+	struct layer_ring *ring;
 
 	/* a runt (not from ofi_layer): its stream is lost already, close the connection */
 	if (unlikely(entry->len < LAYER_HDR_SIZE))
 		return -FI_EIO;
 	buf->len = entry->len;
-	if (buf->ctx.chan->ring)
-		buf->is_behind_ring = layer_ring_is_behind(buf->ctx.chan->ring, layer_buf_hdr(buf));
+	ring = layer_msg_chan_of(buf->ctx.chan)->ring;
+	if (ring)
+		buf->is_behind_ring = layer_ring_is_behind(ring, layer_buf_hdr(buf));
 	return core->up->place(core->up_arg, buf, iov, count);
 }
 
@@ -716,8 +720,13 @@ static void layer_msg_handle_buf(struct layer_core *core, struct layer_buf *buf,
 		mchan->is_ctrl_only = false;
 		layer_msg_fill(mchan, SIZE_MAX);
 	}
-	/* the ring's slots written before it go up first; those after it once it is up */
-	ring = mchan->chan.ring;
+	/*
+	 * The ring's slots written before it go up first; those after it once it is up. The
+	 * count is kept from the channel's first message on, though this side may not know the
+	 * peer's ring yet (a connection's data can come before its event does, libfabric 1.22):
+	 * the peer writes into ours as soon as it knows it.
+	 */
+	ring = mchan->ring;
 	if (ring && len >= sizeof(*hdr))
 		layer_ring_before_msg(ring, hdr);
 	core->up->recv(core->up_arg, buf);

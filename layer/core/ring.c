@@ -223,7 +223,8 @@ int layer_ring_poll(struct layer_ring *ring)
 	}
 	if (ret)
 		return ret;
-	if (ring->taken - ring->taken_told >= UTIL_MAX(ring->own.slots / 4, 1u))
+	if (ring->taken - ring->taken_told >= UTIL_MAX(ring->own.slots / 4, 1u) &&
+	    ring->peer.slots)
 		layer_ring_tell(ring);
 	return 0;
 }

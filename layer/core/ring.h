@@ -28,7 +28,10 @@
  * how many slots, modulo 2^16: the reader takes a slot only once it has taken as many
  * messages, and before it hands a message up it takes the slots written before it (the core
  * placed them already: they came first on the connection). A message behind slots not yet
- * taken is not matched while it arrives (direct receive), only once it is in.
+ * taken is not matched while it arrives (direct receive), only once it is in. The reader
+ * counts from the channel's first message, even before it knows the peer's ring: a
+ * connection's data may come before its event does (libfabric 1.22), and the peer writes as
+ * soon as it knows ours.
  *
  * Everything here runs under the endpoint's lock, from the data path and progress.
  */
