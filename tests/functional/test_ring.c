@@ -63,7 +63,7 @@ struct raw_side {
 	uint32_t taken;                /* the layer's messages taken from our slots */
 	uint32_t written;              /* messages written into the layer's slots */
 	uint32_t msgs_sent;            /* messages sent as messages */
-	uint8_t rbuf[4096];            /* messages that do not fit a slot */
+	uint8_t rbuf[4096] __attribute__((aligned(8))); /* messages that do not fit a slot */
 };
 
 static void open_layer(struct layer_side *l)
@@ -258,7 +258,7 @@ static void raw_tell(struct raw_side *r)
  * for: the message carries what the layer's own contribution does). */
 static bool raw_echo(struct layer_side *l, struct raw_side *r, const char *what)
 {
-	uint8_t copy[LAYER_RING_SLOT];
+	uint8_t copy[LAYER_RING_SLOT] __attribute__((aligned(8)));
 	const struct layer_hdr *hdr = (const struct layer_hdr *) copy;
 	const struct layer_ring_trailer *trailer;
 	uint8_t *slot = raw_wait_slot(l, r);
@@ -347,7 +347,7 @@ static uint32_t raw_eager(struct raw_side *r, uint8_t *buf, const char *text)
 
 static void raw_send_msg(struct layer_side *l, struct raw_side *r, const char *text)
 {
-	uint8_t buf[LAYER_RING_SLOT];
+	uint8_t buf[LAYER_RING_SLOT] __attribute__((aligned(8)));
 	uint32_t len = raw_eager(r, buf, text);
 	ssize_t ret;
 
@@ -361,7 +361,7 @@ static void raw_send_msg(struct layer_side *l, struct raw_side *r, const char *t
 
 static void raw_send_slot(struct layer_side *l, struct raw_side *r, const char *text)
 {
-	uint8_t slot[LAYER_RING_SLOT] = { 0 };
+	uint8_t slot[LAYER_RING_SLOT] __attribute__((aligned(8))) = { 0 };
 
 	raw_write_slot(l, r, slot, raw_eager(r, slot, text));
 }
@@ -465,7 +465,7 @@ int main(void)
 	fi_addr_t self, peer, coll_addr;
 	struct fid_av_set *set;
 	struct fid_mc *mc;
-	uint8_t bad[LAYER_RING_SLOT] = { 0 };
+	uint8_t bad[LAYER_RING_SLOT] __attribute__((aligned(8))) = { 0 };
 	struct layer_hdr *bad_hdr = (struct layer_hdr *) bad;
 	uint64_t deadline;
 	uint32_t event = 0;
