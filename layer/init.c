@@ -103,10 +103,10 @@ static const struct layer_param {
 	  "doubling; 2 chooses per group: pairs when more than twice as many of its members are "
 	  "on this host as it has processors online (default: 2)" },
 	{ "ring_slots", &layer_settings.ring_slots, 0, 4096,
-	  "Over a connected core that writes (tcp), an endpoint with FI_COLLECTIVE lends each "
-	  "peer this many 128-byte slots (rounded down to a power of two), which the peer "
-	  "fills with its short collective messages by the core's RMA writes: no completion "
-	  "at either end of the core; 0: every message goes as a message (default: 64)" },
+	  "Over a connected core that writes (tcp), the 128-byte slots each connection lends "
+	  "its peer (rounded down to a power of two), which the peer fills with its messages of "
+	  "up to 112 bytes by the core's RMA writes: no completion at either end of the core; "
+	  "0: every message goes as a message (default: 64)" },
 	{ "peer_timeout", &layer_settings.peer_timeout_ms, 100, (size_t) 1 << 31,
 	  "Milliseconds a peer may stay silent while something waits on it (over a datagram "
 	  "core: while what was sent to it is unacknowledged) before it is declared lost and "

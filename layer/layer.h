@@ -89,7 +89,7 @@ struct layer_settings {
 	size_t coll_ring_allgather_size; /* allgather: bytes of result from which a ring runs */
 	size_t coll_paired;   /* barrier, small allreduce over pairs: 0, 1, 2 (per group) */
 	size_t coll_segment_size; /* large broadcasts: the segments pipelined down the tree */
-	size_t ring_slots;    /* MSG core, FI_COLLECTIVE: slots lent to each peer (core/ring.h) */
+	size_t ring_slots;    /* MSG core: slots each connection lends its peer (core/ring.h) */
 	size_t peer_timeout_ms; /* liveness: a peer silent this long while something waits on
 				 * it is lost (conn/liveness.c, dgram/) */
 	size_t keepalive_ms;  /* liveness: such a peer is probed after this much silence */
