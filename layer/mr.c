@@ -255,10 +255,16 @@ static int layer_mr_soft_reg(struct layer_domain *domain, const struct iovec *io
 	return 0;
 }
 
+/* A key of the provider's own, for a core registration over a core that takes requested keys. */
+static uint64_t layer_mr_own_key(struct layer_domain *domain)
+{
+	return LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
+}
+
 int layer_mr_core_reg(struct layer_domain *domain, void *buf, size_t len, uint64_t access,
 		      struct fid_mr **mr)
 {
-	uint64_t key = LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
+	uint64_t key = layer_mr_own_key(domain);
 	int ret;
 
 	util_lock_acquire(&domain->mr.lock);
@@ -278,7 +284,7 @@ void layer_mr_core_close(struct layer_domain *domain, struct fid_mr *mr)
 static int layer_mr_rndv_reg(void *arg, const struct iovec *iov, uint64_t access, void **handle)
 {
 	struct layer_domain *domain = arg;
-	uint64_t key = LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
+	uint64_t key = layer_mr_own_key(domain);
 	struct fid_mr *mr;
 	int ret;
 

@@ -115,8 +115,6 @@ int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 	ret = layer_core_set_info(core, info);
 	if (ret)
 		goto err_free_info;
-	if (domain->core_info->ep_attr->type == FI_EP_MSG)
-		core->ring_slots = layer_ring_slots(core);
 	ret = util_bufpool_init(&core->buf_pool, sizeof(struct layer_buf) + core->buf_size, 64,
 				layer_settings.rx_buf_cnt, 0);
 	if (ret)

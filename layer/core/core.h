@@ -219,7 +219,6 @@ struct layer_core {
 	size_t iov_limit;              /* iov entries one core send takes */
 	size_t inject_size;            /* bytes one core inject takes (header included) */
 	bool has_virt_addr;            /* core RMA addresses are virtual addresses */
-	uint32_t ring_slots;           /* MSG: slots each channel lends its peer (ring.h), or 0 */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */

@@ -54,6 +54,7 @@ struct layer_msg_core {
 	struct util_dlist rings;       /* struct layer_ring of channels whose peers write
 					* into them (ring.h): polled by progress */
 	uint64_t rings_gen;            /* rings taken out of the list so far */
+	uint32_t ring_slots;           /* slots each channel lends its peer, or 0 (ring.h) */
 	bool is_closed;                /* the endpoint closes: nothing completes any more */
 	bool needs_drain;              /* a channel was closed since the core CQ was last read
 					* empty: completions it flushed may be in it */
@@ -273,13 +274,13 @@ static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool
 /* The rings mchan lends its peer (none when they cannot be had: messages carry all). */
 static void layer_msg_ring_open(struct layer_msg_chan *mchan, struct layer_ring_offer *offer)
 {
-	struct layer_core *core = mchan->chan.core;
+	uint32_t slots = layer_msg_core_of(mchan->chan.core)->ring_slots;
 	int ret;
 
 	memset(offer, 0, sizeof(*offer));
-	if (!core->ring_slots)
+	if (!slots)
 		return;
-	ret = layer_ring_open(&mchan->chan, core->ring_slots, &mchan->ring);
+	ret = layer_ring_open(&mchan->chan, slots, &mchan->ring);
 	if (ret) {
 		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "no ring for a connection: %s\n",
 				fi_strerror(-ret));
@@ -446,6 +447,7 @@ static int layer_msg_enable(struct layer_core *core, size_t tx_size)
 	int ret;
 
 	mcore->eq_period = LAYER_EQ_PERIOD_MIN;
+	mcore->ring_slots = layer_ring_slots(core);
 	ret = fi_passive_ep(core->domain->fabric->core_fabric, core->info, &mcore->pep, core);
 	if (ret)
 		return ret;

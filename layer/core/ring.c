@@ -36,6 +36,12 @@ static inline struct layer_ring_trailer *layer_ring_trailer(uint8_t *slot)
 	return (struct layer_ring_trailer *) (slot + LAYER_RING_MSG_MAX);
 }
 
+/* The slot of our region the next message comes into. */
+static inline uint8_t *layer_ring_next(const struct layer_ring *ring)
+{
+	return layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
+}
+
 int layer_ring_open(struct layer_chan *chan, uint32_t slots, struct layer_ring **ring_out)
 {
 	struct layer_domain *domain = chan->core->domain;
@@ -171,7 +177,7 @@ static int layer_ring_take(struct layer_ring *ring)
 {
 	struct layer_chan *chan = ring->chan;
 	struct layer_core *core = chan->core;
-	uint8_t *slot = layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
+	uint8_t *slot = layer_ring_next(ring);
 	const volatile struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
 	struct layer_buf *buf;
 	uint32_t len;
@@ -197,8 +203,8 @@ static int layer_ring_take(struct layer_ring *ring)
 
 bool layer_ring_is_ready(struct layer_ring *ring)
 {
-	uint8_t *slot = layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
-	const volatile struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
+	const volatile struct layer_ring_trailer *trailer =
+		layer_ring_trailer(layer_ring_next(ring));
 
 	return trailer->num == ring->taken + 1;
 }
