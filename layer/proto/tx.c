@@ -228,9 +228,11 @@ static int layer_tx_to_core(struct layer_proto *proto, struct layer_conn *conn,
 	 * A message that fits the core's inject size goes as an inject, as rxm does: the core
 	 * keeps the bytes and reports no completion, so the send completes here and neither
 	 * side processes a core completion for it. A send that waits for an answer (an ACK, a
-	 * READ_RESP) waits for it from now on.
+	 * READ_RESP) waits for it from now on, except over the datagram transport, where its
+	 * completion is what fails it when the peer's session is lost.
 	 */
-	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= proto->core->inject_size) {
+	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= proto->core->inject_size &&
+	    (!tx->wants_ack || !chan->dgram)) {
 		ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len);
 		if (ret)
 			return (int) ret;
