@@ -1,4 +1,5 @@
-/* Unit tests of util/progress.c: every hook runs, trywait asks them all, add and del. */
+/* Unit tests of util/progress.c: every hook runs, trywait asks them all, each visits every
+ * owner, add and del. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -91,11 +92,46 @@ static void test_hook_without_trywait_allows_sleep(void **state)
 	util_progress_set_fini(&set);
 }
 
+/* each: fn sees every owner once, in the order added, with the caller's argument */
+static void visit(void *owner, void *arg)
+{
+	struct owner **seen = arg;
+
+	while (*seen)
+		seen++;
+	*seen = owner;
+}
+
+static void test_each_visits_every_owner(void **state)
+{
+	struct util_progress_set set;
+	struct owner a = { 0 }, b = { 0 };
+	struct owner *seen[3] = { NULL };
+
+	util_progress_set_init(&set, true);
+	util_progress_set_each(&set, visit, seen);
+	assert_null(seen[0]);
+	owner_init(&a);
+	owner_init(&b);
+	util_progress_set_add(&set, &a.hook);
+	util_progress_set_add(&set, &b.hook);
+	util_progress_set_each(&set, visit, seen);
+	assert_ptr_equal(seen[0], &a);
+	assert_ptr_equal(seen[1], &b);
+	assert_null(seen[2]);
+	/* nothing run */
+	assert_int_equal(a.progress_cnt + b.progress_cnt, 0);
+	util_progress_set_del(&set, &a.hook);
+	util_progress_set_del(&set, &b.hook);
+	util_progress_set_fini(&set);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_run_and_trywait_reach_every_owner),
 		cmocka_unit_test(test_hook_without_trywait_allows_sleep),
+		cmocka_unit_test(test_each_visits_every_owner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
