@@ -129,11 +129,18 @@ static struct fi_mr_attr layer_mr_core_attr(const struct fi_mr_attr *attr)
 	};
 }
 
+/* A key of the provider's own, for a core registration over a core that takes requested keys. */
+static uint64_t layer_mr_own_key(struct layer_domain *domain)
+{
+	return LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
+}
+
 /* Registers attr (fields every API version has) with the core and in the key map. */
 static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
 			     struct fid_mr **mr_fid)
 {
 	struct layer_domain *domain = container_of(fid, struct layer_domain, domain_fid.fid);
+	struct fi_mr_attr core_attr;
 	struct layer_mr *mr;
 	size_t i;
 	int ret;
@@ -146,10 +153,14 @@ static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uin
 		if (!attr->mr_iov[i].iov_base && attr->mr_iov[i].iov_len)
 			return -FI_EINVAL;
 	}
-	/* Keys in the provider's range would collide with its rendezvous registrations. */
-	if (!(domain->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY) &&
-	    attr->requested_key >= LAYER_MR_KEY_BASE)
-		return -FI_EINVAL;
+	/*
+	 * The application's key is its key in the map; the core's registration takes a key of
+	 * the provider's own (a core that takes requested keys, such as tcp): never reused, and
+	 * keys the application asks for twice in FI_MR_BASIC mode do not collide at the core.
+	 */
+	core_attr = *attr;
+	if (!(domain->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY))
+		core_attr.requested_key = layer_mr_own_key(domain);
 
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
@@ -157,7 +168,7 @@ static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uin
 	util_lock_acquire(&domain->mr.lock);
 	/* a core without RMA never touches the application's memory: nothing to register */
 	ret = domain->mr.is_soft ? 0 :
-	      fi_mr_regattr(domain->core_domain, attr, flags, &mr->core_mr);
+	      fi_mr_regattr(domain->core_domain, &core_attr, flags, &mr->core_mr);
 	if (!ret) {
 		/* peers' requests name it by its key in the map, the one the application sees */
 		ret = util_mr_map_insert(&domain->mr.map, attr, mr, &mr->entry);
@@ -253,12 +264,6 @@ static int layer_mr_soft_reg(struct layer_domain *domain, const struct iovec *io
 	soft->mr_fid.key = soft->entry->key;
 	*handle = &soft->mr_fid;
 	return 0;
-}
-
-/* A key of the provider's own, for a core registration over a core that takes requested keys. */
-static uint64_t layer_mr_own_key(struct layer_domain *domain)
-{
-	return LAYER_MR_KEY_BASE + atomic_fetch_add(&domain->mr.next_key, 1);
 }
 
 int layer_mr_core_reg(struct layer_domain *domain, void *buf, size_t len, uint64_t access,
