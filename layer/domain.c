@@ -16,6 +16,7 @@
 #include "layer/ep/ep.h"
 #include "layer/nosys.h"
 #include "layer/poll.h"
+#include "layer/rma/grant.h"
 
 static int layer_domain_close(struct fid *fid)
 {
@@ -57,6 +58,20 @@ static struct fi_ops_domain layer_domain_ops = {
 	.query_atomic = layer_query_atomic,
 	.query_collective = layer_query_collective,
 };
+
+static void layer_domain_revoke_ep(void *owner, void *arg)
+{
+	struct layer_ep *ep = owner;
+
+	layer_ep_lock(ep);
+	layer_grant_revoke(&ep->proto, *(const uint64_t *) arg);
+	layer_ep_unlock(ep);
+}
+
+void layer_domain_revoke(struct layer_domain *domain, uint64_t key)
+{
+	util_progress_set_each(&domain->eps, layer_domain_revoke_ep, &key);
+}
 
 int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 		      struct fid_domain **domain_fid, void *context)

@@ -31,11 +31,15 @@ struct layer_domain {
 	 * (core/core_msg.c); buffers then post the header only. MSG cores only. */
 	bool has_direct_recv;
 	struct util_progress_set eps;  /* the enabled endpoints' progress: counters bound to a
-					* registration (fi_mr_bind) run it */
+					* registration (fi_mr_bind) run it, a region's close
+					* revokes its grants through it */
 	atomic_int ref;                /* objects open on this domain */
 };
 
 int layer_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		      struct fid_domain **domain, void *context);
+/* The region of key closes or gets a counter: every endpoint revokes its grants of it
+ * (rma/grant.h). No lock of the domain's held. */
+void layer_domain_revoke(struct layer_domain *domain, uint64_t key);
 
 #endif /* LAYER_DOMAIN_H */

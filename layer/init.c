@@ -28,6 +28,7 @@ struct layer_settings layer_settings = {
 	.coll_paired = 2,
 	.coll_segment_size = 256 << 10,
 	.ring_slots = 64,
+	.direct_rma = 1,
 	.peer_timeout_ms = 30000,
 	.keepalive_ms = 1000,
 };
@@ -107,6 +108,12 @@ static const struct layer_param {
 	  "its peer (rounded down to a power of two), which the peer fills with its messages of "
 	  "up to 112 bytes by the core's RMA writes: no completion at either end of the core; "
 	  "0: every message goes as a message (default: 64)" },
+	{ "direct_rma", &layer_settings.direct_rma, 0, 1,
+	  "Over a connected core with RMA (tcp), a target that has checked a peer's write or "
+	  "read of one of its regions tells the peer how the core names that region, and the "
+	  "peer's later writes and reads inside it go on the core's own RMA: no message, "
+	  "completion or answer at the target. 0: every RMA request goes as a message "
+	  "(default: 1)" },
 	{ "peer_timeout", &layer_settings.peer_timeout_ms, 100, (size_t) 1 << 31,
 	  "Milliseconds a peer may stay silent while something waits on it (over a datagram "
 	  "core: while what was sent to it is unacknowledged) before it is declared lost and "

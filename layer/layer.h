@@ -90,6 +90,7 @@ struct layer_settings {
 	size_t coll_paired;   /* barrier, small allreduce over pairs: 0, 1, 2 (per group) */
 	size_t coll_segment_size; /* large broadcasts: the segments pipelined down the tree */
 	size_t ring_slots;    /* MSG core: slots each connection lends its peer (core/ring.h) */
+	size_t direct_rma;    /* MSG core: grant peers the core's keys (rma/grant.h); 0: off */
 	size_t peer_timeout_ms; /* liveness: a peer silent this long while something waits on
 				 * it is lost (conn/liveness.c, dgram/) */
 	size_t keepalive_ms;  /* liveness: such a peer is probed after this much silence */

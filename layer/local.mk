@@ -15,7 +15,7 @@ liblayer_fi_la_SOURCES = \
 	layer/ep/ep.h layer/ep/ep.c layer/ep/msg.c layer/ep/tagged.c layer/ep/rma.c \
 	layer/ep/atomic.c layer/ep/coll.c \
 	layer/coll/coll.h layer/coll/coll.c layer/coll/group.c \
-	layer/rma/rma.h layer/rma/rma.c layer/rma/rma_target.c \
+	layer/rma/rma.h layer/rma/rma.c layer/rma/rma_target.c layer/rma/grant.h layer/rma/grant.c \
 	layer/atomic/atomic.h layer/atomic/atomic.c layer/atomic/atomic_target.c \
 	layer/proto/proto.h layer/proto/proto.c layer/proto/tx.h layer/proto/tx.c \
 	layer/proto/rndv.h layer/proto/rndv.c layer/proto/rx.h layer/proto/rx.c \

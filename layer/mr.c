@@ -24,11 +24,14 @@ struct layer_mr {
 	/* in each bound counter's progress set: reading it runs every endpoint of the domain,
 	 * any of which may be where a peer's request arrives */
 	struct util_progress_hook cntr_hooks[2]; /* [0] FI_REMOTE_WRITE, [1] FI_REMOTE_READ */
+	bool is_granted;                 /* peers were told the core's key (rma/grant.h);
+					  * under the domain's lock */
 };
 
 static int layer_mr_close(struct fid *fid)
 {
 	struct layer_mr *mr = container_of(fid, struct layer_mr, mr_fid.fid);
+	bool is_granted;
 	int ret;
 
 	util_lock_acquire(&mr->domain->mr.lock);
@@ -39,9 +42,13 @@ static int layer_mr_close(struct fid *fid)
 		mr->entry->context = NULL;
 		util_mr_map_remove(&mr->domain->mr.map, mr->entry);
 	}
+	is_granted = mr->is_granted;
 	util_lock_release(&mr->domain->mr.lock);
 	if (ret)
 		return ret;
+	/* peers granted the region hear before anything the application sends next */
+	if (is_granted)
+		layer_domain_revoke(mr->domain, mr->mr_fid.key);
 	if (mr->rem_write_cntr) {
 		util_progress_set_del(&mr->rem_write_cntr->progress, &mr->cntr_hooks[0]);
 		atomic_fetch_sub(&mr->rem_write_cntr->util.ref, 1);
@@ -71,6 +78,7 @@ static int layer_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	struct layer_mr *mr = container_of(fid, struct layer_mr, mr_fid.fid);
 	struct layer_cntr *cntr = layer_cntr_of(bfid);
+	bool is_granted;
 
 	if (flags & ~(FI_REMOTE_WRITE | FI_REMOTE_READ))
 		return -FI_EBADFLAGS;
@@ -96,6 +104,12 @@ static int layer_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			mr->rem_write_cntr = cntr;
 		util_lock_release(&mr->domain->mr.lock);
 	}
+	/* the core's RMA counts nothing: peers granted the region go through us again */
+	util_lock_acquire(&mr->domain->mr.lock);
+	is_granted = mr->is_granted;
+	util_lock_release(&mr->domain->mr.lock);
+	if (is_granted)
+		layer_domain_revoke(mr->domain, mr->mr_fid.key);
 	return 0;
 }
 
@@ -155,8 +169,9 @@ static int layer_mr_register(struct fid *fid, const struct fi_mr_attr *attr, uin
 	}
 	/*
 	 * The application's key is its key in the map; the core's registration takes a key of
-	 * the provider's own (a core that takes requested keys, such as tcp): never reused, and
-	 * keys the application asks for twice in FI_MR_BASIC mode do not collide at the core.
+	 * the provider's own (a core that takes requested keys, such as tcp): never reused, so
+	 * a grant of it (rma/grant.h) never names another region, and keys the application
+	 * asks for twice in FI_MR_BASIC mode do not collide at the core.
 	 */
 	core_attr = *attr;
 	if (!(domain->core_info->domain_attr->mr_mode & FI_MR_PROV_KEY))
@@ -359,6 +374,26 @@ int layer_mr_target_get(struct layer_domain *domain, uint64_t key, uint64_t addr
 	ret = util_mr_map_get(&domain->mr.map, key, addr, len, access, iov, iov_cnt, entry);
 	util_lock_release(&domain->mr.lock);
 	return ret;
+}
+
+bool layer_mr_core_name(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			uint64_t *core_key, uint64_t *core_addr)
+{
+	struct layer_mr *mr;
+	bool ok;
+
+	util_lock_acquire(&domain->mr.lock);
+	mr = entry->context;
+	ok = mr && mr->core_mr && entry->iov_cnt == 1 && !mr->rem_write_cntr &&
+	     !mr->rem_read_cntr;
+	if (ok) {
+		*core_key = fi_mr_key(mr->core_mr);
+		*core_addr = domain->core_info->domain_attr->mr_mode & FI_MR_VIRT_ADDR ?
+			     (uint64_t) (uintptr_t) entry->iov[0].iov_base : 0;
+		mr->is_granted = true;
+	}
+	util_lock_release(&domain->mr.lock);
+	return ok;
 }
 
 /* The counter the application bound to entry's region for access, if the region is open

@@ -66,6 +66,14 @@ int layer_mr_target_get(struct layer_domain *domain, uint64_t key, uint64_t addr
  */
 void layer_mr_target_put(struct layer_domain *domain, struct util_mr_map_entry *entry,
 			 uint64_t done);
+/*
+ * Direct RMA (rma/grant.h): how the core names entry's region (held by the caller), when
+ * peers may reach it with the core's own RMA: one range, registered with the core, open, no
+ * counter bound. True with the core's key and the core's address of its first byte; the
+ * region is marked granted (its close and fi_mr_bind revoke it: layer_domain_revoke).
+ */
+bool layer_mr_core_name(struct layer_domain *domain, struct util_mr_map_entry *entry,
+			uint64_t *core_key, uint64_t *core_addr);
 /* Counts a peer's access to entry's region now (a read, as its answer goes), as above. */
 void layer_mr_target_count(struct layer_domain *domain, struct util_mr_map_entry *entry,
 			   uint64_t access);

@@ -133,6 +133,7 @@ static void layer_conn_free(struct layer_conns *conns, struct layer_conn *conn)
 	conns->core->ops->chan_free(conn->chan, conn->fail_err ? conn->fail_err : FI_ECANCELED);
 	util_dlist_remove(&conn->peer_link);
 	layer_peer_put(conns, conn->peer);
+	free(conn->grants);
 	free(conn);
 }
 

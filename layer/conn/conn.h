@@ -87,6 +87,9 @@ struct layer_conn {
 	/* The receive path's. */
 	struct util_dlist reading_rx;  /* receives whose rendezvous reads run on it */
 	bool is_pace_asked;            /* we asked the peer to pace its sends (proto/unexp.c) */
+	/* Direct RMA's (rma/grant.h): the grants either side made on it; NULL until one is
+	 * made. One allocation, freed with the connection. */
+	struct layer_grants *grants;
 };
 
 /* What the connection layer calls above it: the transmit and receive paths (proto/). */

@@ -219,6 +219,9 @@ struct layer_core {
 	size_t iov_limit;              /* iov entries one core send takes */
 	size_t inject_size;            /* bytes one core inject takes (header included) */
 	bool has_virt_addr;            /* core RMA addresses are virtual addresses */
+	bool has_direct_rma;           /* MSG: the core's RMA reaches the application's
+					* registrations, under keys it never reuses: peers may
+					* be granted them (rma/grant.h) */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
@@ -317,6 +320,22 @@ static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t
 	if (chan->dgram)
 		return layer_dgram_read(chan->dgram, buf, len, chan->core_addr, addr, key, ctx);
 	return fi_read(chan->core_ep, buf, len, NULL, chan->core_addr, addr, key, ctx);
+}
+
+/* Direct RMA (rma/grant.h): the core's own write or read of the application's buffers, on a
+ * channel with a core endpoint of its own (MSG), at the core's address and key. */
+static inline ssize_t layer_core_writev(struct layer_chan *chan, const struct iovec *iov,
+					size_t count, uint64_t addr, uint64_t key,
+					struct layer_ctx *ctx)
+{
+	return fi_writev(chan->core_ep, iov, NULL, count, chan->core_addr, addr, key, ctx);
+}
+
+static inline ssize_t layer_core_readv(struct layer_chan *chan, const struct iovec *iov,
+				       size_t count, uint64_t addr, uint64_t key,
+				       struct layer_ctx *ctx)
+{
+	return fi_readv(chan->core_ep, iov, NULL, count, chan->core_addr, addr, key, ctx);
 }
 
 /* A buffer about to be posted: nothing decided about it yet. */

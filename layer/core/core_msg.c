@@ -448,6 +448,10 @@ static int layer_msg_enable(struct layer_core *core, size_t tx_size)
 
 	mcore->eq_period = LAYER_EQ_PERIOD_MIN;
 	mcore->ring_slots = layer_ring_slots(core);
+	/* the core's keys of the application's regions are never reused: the provider's own
+	 * (mr.c), or a core's that hands out its own (tcp's util key map counts up) */
+	core->has_direct_rma = layer_settings.direct_rma && (core->info->caps & FI_RMA) &&
+			       !core->domain->mr.is_soft;
 	ret = fi_passive_ep(core->domain->fabric->core_fabric, core->info, &mcore->pep, core);
 	if (ret)
 		return ret;

@@ -79,7 +79,10 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 		return hdr->seg_cnt <= LAYER_RTS_MAX_SEGS && hdr->size <= LAYER_MAX_MSG_SIZE &&
 		       len >= sizeof(*hdr) + sizeof(struct layer_atomic_desc) +
 			      hdr->seg_cnt * sizeof(struct layer_rts_seg);
+	case LAYER_OP_GRANT:
+		return len == sizeof(*hdr) + sizeof(struct layer_grant);
 	case LAYER_OP_ACK:
+	case LAYER_OP_REVOKE:
 	case LAYER_OP_PACE:
 	case LAYER_OP_UNPACE:
 	case LAYER_OP_HELLO_ACK:

@@ -1,11 +1,11 @@
 /*
- * Wire protocol of ofi_layer, version 4: what travels between two endpoints, whatever the
- * core. Every message starts with a fixed 40-byte header. Eager messages carry their payload
- * right after it; a rendezvous request (RTS) carries the sender's registered segments, which
- * the receiver reads with the core's RMA read once the message is matched, and acknowledges
- * with an ACK (which also answers an eager message sent with ACK_REQ). A receiver whose
- * unexpected messages hold more than its bound sends PACE to their senders, which then send
- * their messages above the inject size by rendezvous, until UNPACE.
+ * Wire protocol of ofi_layer (version: LAYER_PROTO_VERSION below): what travels between two
+ * endpoints, whatever the core. Every message starts with a fixed 40-byte header. Eager
+ * messages carry their payload right after it; a rendezvous request (RTS) carries the sender's
+ * registered segments, which the receiver reads with the core's RMA read once the message is
+ * matched, and acknowledges with an ACK (which also answers an eager message sent with
+ * ACK_REQ). A receiver whose unexpected messages hold more than its bound sends PACE to their
+ * senders, which then send their messages above the inject size by rendezvous, until UNPACE.
  *
  * RMA (rma/rma.h) is carried as messages, checked by the target against its registrations
  * before any byte moves. WRITE names the target range in its header (tag: address, data: key,
@@ -26,6 +26,14 @@
  * reads. size is the bytes of target memory (elements times datatype size); data the remote
  * CQ data with CQ_DATA. The write form is answered by an ACK; the fetch and compare forms by
  * a READ_RESP with the values the target held before, as a read is.
+ *
+ * Direct RMA (rma/grant.h), over a MSG core with RMA: a target that has checked a request for
+ * one of its regions may answer it with GRANT too, carrying struct layer_grant (the region's
+ * key, range and access as peers name them, the core's key and the core's address of its first
+ * byte); the initiator's later writes and reads inside that range then go on the core's own RMA
+ * on the connection, which no message of ours answers. REVOKE (data: the key) ends a grant:
+ * the target sends it on every connection it granted the region on when the region closes or
+ * gets a counter, before the application's next message on it.
  *
  * Collectives (coll/coll.h) travel as EAGER and RTS messages with COLL set: matched in the
  * endpoint's own queue, never the application's, by their tag (struct layer_coll_tag: group,
@@ -56,7 +64,7 @@
 #include "layer/layer.h"
 #include "util/atomic.h"
 
-#define LAYER_PROTO_VERSION 7
+#define LAYER_PROTO_VERSION 8
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -75,7 +83,9 @@
 	X(ATOMIC, "atomic")       /* atomic: its description, operands */     \
 	X(COLL_ABORT, "coll-abort") /* a collective call failed at the sender */ \
 	X(PING, "ping")           /* liveness: are you there? */               \
-	X(PONG, "pong")           /* liveness: yes */
+	X(PONG, "pong")           /* liveness: yes */                         \
+	X(GRANT, "grant")         /* direct RMA: how the core names a region */ \
+	X(REVOKE, "revoke")       /* direct RMA: that grant is over */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -129,6 +139,16 @@ struct layer_rts_seg {
 };
 
 #define LAYER_RTS_MAX_SEGS LAYER_IOV_LIMIT
+
+/* What a GRANT carries after its header (rma/grant.h). */
+struct layer_grant {
+	uint64_t key;       /* the region's key, as peers' requests name it */
+	uint64_t base;      /* the address requests name its first byte by */
+	uint64_t len;
+	uint64_t access;    /* FI_REMOTE_READ, FI_REMOTE_WRITE */
+	uint64_t core_key;  /* the core's key of the region */
+	uint64_t core_addr; /* the address the core's RMA names its first byte by */
+};
 
 /* What an ATOMIC does, after its header. */
 struct layer_atomic_desc {

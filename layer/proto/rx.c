@@ -24,6 +24,7 @@
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
+#include "layer/rma/grant.h"
 #include "layer/rma/rma.h"
 
 static inline struct layer_rxq *layer_rx_queue(struct layer_proto *proto,
@@ -551,6 +552,11 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 		return;
 	case LAYER_OP_ATOMIC:
 		layer_atomic_target(proto, buf);
+		layer_core_repost(proto->core, buf);
+		return;
+	case LAYER_OP_GRANT:
+	case LAYER_OP_REVOKE:
+		layer_grant_arrive(proto, buf);
 		layer_core_repost(proto->core, buf);
 		return;
 	case LAYER_OP_COLL_ABORT:

@@ -122,6 +122,7 @@ static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_counte
 	tx->ack_err = 0;
 	tx->wants_ack = false;
 	tx->is_active = false;
+	tx->is_direct = false;
 	tx->reg_cnt = 0;
 	tx->bounce = NULL;
 	tx->rma_iov_cnt = 0;
@@ -217,12 +218,46 @@ static void layer_tx_complete(struct layer_proto *proto, struct layer_tx *tx, in
 	layer_tx_free(proto, tx);
 }
 
+/*
+ * Direct RMA (rma/grant.h): the core's own write or read, which the target's core serves
+ * with nothing above it. A write that fits the core's inject size goes as an inject and
+ * completes now, as a message would.
+ */
+static int layer_tx_direct(struct layer_proto *proto, struct layer_conn *conn,
+			   struct layer_tx *tx)
+{
+	struct layer_chan *chan = conn->chan;
+	ssize_t ret;
+
+	if (tx->hdr.op == LAYER_OP_WRITE && tx->iov_cnt == 1 &&
+	    tx->len <= proto->core->inject_size) {
+		ret = fi_inject_write(chan->core_ep, tx->iov[0].iov_base, tx->len,
+				      chan->core_addr, tx->hdr.tag, tx->hdr.data);
+		if (!ret)
+			layer_tx_complete(proto, tx, 0);
+		return (int) ret;
+	}
+	tx->ctx.chan = chan;
+	ret = tx->hdr.op == LAYER_OP_WRITE ?
+	      layer_core_writev(chan, tx->iov, tx->iov_cnt, tx->hdr.tag, tx->hdr.data,
+				&tx->ctx) :
+	      layer_core_readv(chan, tx->iov, tx->iov_cnt, tx->hdr.tag, tx->hdr.data, &tx->ctx);
+	if (ret)
+		return (int) ret;
+	tx->state = LAYER_TX_POSTED;
+	util_dlist_insert_tail(&tx->link, &conn->posted_tx);
+	return 0;
+}
+
 /* Gives tx to the core: 0, -FI_EAGAIN (the core is full) or another error. */
 static int layer_tx_to_core(struct layer_proto *proto, struct layer_conn *conn,
 			    struct layer_tx *tx)
 {
 	struct layer_chan *chan = conn->chan;
 	ssize_t ret;
+
+	if (tx->is_direct)
+		return layer_tx_direct(proto, conn, tx);
 
 	/*
 	 * A message that fits the core's inject size goes as an inject, as rxm does: the core

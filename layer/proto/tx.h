@@ -39,6 +39,10 @@ struct layer_tx {
 	bool is_acked;                 /* that ACK came before the core completed the send */
 	int ack_err;                   /* what the ACK said: 0, or FI_EIO (LAYER_HDR_FAILED) */
 	bool is_active;                /* counted in conn->tx_active */
+	bool is_direct;                /* direct RMA (rma/grant.h): hdr.op's WRITE or READ_REQ
+					* on the core's own RMA at hdr.tag (the core's address)
+					* under hdr.data (its key), iov the local buffers (an
+					* inject's in inline_data); no message */
 	size_t iov_cnt;                /* core iov entries in iov */
 	struct iovec iov[LAYER_IOV_LIMIT + 2]; /* the header (and RMA target), the payload */
 	/* RMA (rma/): a read's local buffers; what the target's side holds of its memory */

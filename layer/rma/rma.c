@@ -8,9 +8,47 @@
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
+#include "layer/rma/grant.h"
 #include "layer/rma/rma.h"
 
-/* A request's transmit entry: its header and the target range, the answer wanted. */
+/*
+ * Direct RMA (grant.h): a request inside what the target granted on conn goes on the core's
+ * RMA, unless it needs the target's answer (remote CQ data, FI_DELIVERY_COMPLETE) or more
+ * iovs than the core takes. True when tx is set up so (tx.h): the core's address and key in
+ * the header, the local buffers in iov (an inject's, a copy in the entry).
+ */
+static bool layer_rma_direct(struct layer_proto *proto, struct layer_conn *conn,
+			     struct layer_tx *tx, const struct iovec *iov, size_t iov_cnt,
+			     uint64_t flags)
+{
+	uint64_t access = tx->hdr.op == LAYER_OP_WRITE ? FI_REMOTE_WRITE : FI_REMOTE_READ;
+	const struct layer_rts_seg *target = &tx->segs[0];
+	const struct layer_grant *grant;
+	uint64_t core_addr;
+
+	if ((flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) || !tx->len ||
+	    iov_cnt > proto->core->iov_limit ||
+	    ((flags & FI_INJECT) && tx->len > sizeof(tx->inline_data)))
+		return false;
+	grant = layer_grant_find(conn, target->key, target->addr, tx->len, access, &core_addr);
+	if (!grant)
+		return false;
+	tx->hdr.tag = core_addr;
+	tx->hdr.data = grant->core_key;
+	if (flags & FI_INJECT) {
+		util_iov_gather(tx->inline_data, iov, iov_cnt);
+		tx->iov[0] = (struct iovec) { .iov_base = tx->inline_data, .iov_len = tx->len };
+		tx->iov_cnt = 1;
+	} else {
+		memcpy(tx->iov, iov, iov_cnt * sizeof(*iov));
+		tx->iov_cnt = iov_cnt;
+	}
+	tx->is_direct = true;
+	return true;
+}
+
+/* A request's transmit entry: its header and the target range, the answer wanted (as a
+ * message) or the core's target range (direct). */
 static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum layer_op op,
 			     const struct iovec *iov, size_t iov_cnt,
 			     const struct fi_rma_iov *rma, uint64_t flags, void *context,
@@ -43,6 +81,10 @@ static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum lay
 		.size = len,
 	};
 	tx->segs[0] = (struct layer_rts_seg) { .addr = rma->addr, .key = rma->key, .len = len };
+	if (layer_rma_direct(proto, *conn, tx, iov, iov_cnt, flags)) {
+		*tx_out = tx;
+		return 0;
+	}
 	ret = layer_tx_want_ack(proto, tx);
 	if (unlikely(ret)) {
 		layer_tx_discard(proto, tx);
@@ -87,6 +129,8 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 	if (unlikely(ret))
 		return ret;
 	len = tx->len;
+	if (tx->is_direct)
+		goto post;
 	if (len > conn->chan->tx_rma_eager - sizeof(uint64_t)) {
 		/* too large for the peer's buffers: the target reads it */
 		if (flags & FI_REMOTE_CQ_DATA) {
@@ -162,11 +206,13 @@ ssize_t layer_rma_read(struct layer_proto *proto, const struct iovec *iov, size_
 			    &conn, &tx);
 	if (unlikely(ret))
 		return ret;
-	memcpy(tx->rma_iov, iov, iov_cnt * sizeof(*iov));
-	tx->rma_iov_cnt = iov_cnt;
-	tx->iov[0].iov_base = &tx->hdr;
-	tx->iov[0].iov_len = sizeof(tx->hdr) + LAYER_RMA_SEG_SIZE;
-	tx->iov_cnt = 1;
+	if (!tx->is_direct) {
+		memcpy(tx->rma_iov, iov, iov_cnt * sizeof(*iov));
+		tx->rma_iov_cnt = iov_cnt;
+		tx->iov[0].iov_base = &tx->hdr;
+		tx->iov[0].iov_len = sizeof(tx->hdr) + LAYER_RMA_SEG_SIZE;
+		tx->iov_cnt = 1;
+	}
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "read %p: %zu bytes at %#" PRIx64 " key %#" PRIx64
 	       "\n", (void *) tx, tx->len, rma->addr, rma->key);
 	layer_tx_start(proto, conn, tx);

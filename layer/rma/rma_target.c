@@ -11,6 +11,7 @@
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
+#include "layer/rma/grant.h"
 #include "layer/rma/rma.h"
 
 /* A refused request: the application's bug, or a peer's. */
@@ -120,6 +121,7 @@ static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf)
 		}
 	}
 	if (!ret) {
+		layer_grant_offer(proto, conn, entry);
 		layer_mr_target_put(proto->domain, entry, FI_REMOTE_WRITE);
 		layer_rma_written(proto, hdr->size, hdr->flags & LAYER_HDR_CQ_DATA, cq_data,
 				  buf->src_addr);
@@ -167,6 +169,7 @@ static void layer_rma_write_rts_in(struct layer_proto *proto, struct layer_buf *
 		layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
 		return;
 	}
+	layer_grant_offer(proto, conn, entry);
 	rx->iov_cnt = cnt;
 	rx->msg_src = buf->src_addr;
 	rx->cq_data = hdr->data;
@@ -280,6 +283,7 @@ static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 		layer_rma_resp_failed(proto, conn, hdr->msg_id, -ret);
 		return;
 	}
+	layer_grant_offer(proto, conn, entry);
 	if (hdr->size <= LAYER_INJECT_SIZE ||
 	    (hdr->size <= conn->chan->tx_rma_eager && cnt + 1 >= proto->core->iov_limit)) {
 		/* small, or in more pieces than the core takes at once: copied */
