@@ -80,6 +80,9 @@ tests_functional_test_poll_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_rma
 tests_functional_test_rma_SOURCES = tests/functional/test_rma.c $(func_common)
 tests_functional_test_rma_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_rma_direct
+tests_functional_test_rma_direct_SOURCES = tests/functional/test_rma_direct.c $(func_common)
+tests_functional_test_rma_direct_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_atomic
 tests_functional_test_atomic_SOURCES = tests/functional/test_atomic.c $(func_common)
 tests_functional_test_atomic_LDADD = util/libutil.la $(func_ldadd)
@@ -133,6 +136,8 @@ TESTS += tests/functional/run_bounce.sh
 # The data path with rings of one slot, and without rings (core/ring.h).
 dist_check_SCRIPTS += tests/functional/run_ring.sh
 TESTS += tests/functional/run_ring.sh
+dist_check_SCRIPTS += tests/functional/run_rma_paths.sh
+TESTS += tests/functional/run_rma_paths.sh
 
 # libfabric's own fi_pingpong between two processes over ofi_layer; 77 without libfabric-bin.
 dist_check_SCRIPTS += tests/functional/run_fi_pingpong.sh
