@@ -8,6 +8,7 @@
 #include "layer/atomic/atomic.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/tx.h"
+#include "layer/rma/grant.h"
 
 /* The description travels where a rendezvous names its first segment (tx->segs[0]). */
 _Static_assert(sizeof(struct layer_atomic_desc) == sizeof(struct layer_rts_seg),
@@ -87,6 +88,23 @@ static int layer_atomic_rndv(struct layer_proto *proto, struct layer_tx *tx,
 	return 0;
 }
 
+/*
+ * The write form to a region the target granted us (rma/grant.h), its operands inline and
+ * no delivery asked: we checked its range and access as the target would, so it needs no
+ * answer and completes as sent (transmit complete), as the core's RMA write does. Its
+ * refusal could only come from a region closed meanwhile (grant.h), logged at the target.
+ */
+static bool layer_atomic_is_blind(const struct layer_conn *conn,
+				  const struct layer_atomic_req *req, size_t body_len)
+{
+	uint64_t core_addr;
+
+	return req->kind == UTIL_ATOMIC_WRITE && !(req->flags & FI_DELIVERY_COMPLETE) &&
+	       body_len <= UTIL_MAX(conn->chan->tx_eager, LAYER_INJECT_SIZE) &&
+	       layer_grant_find(conn, req->key, req->addr, req->len, FI_REMOTE_WRITE,
+				&core_addr);
+}
+
 ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_req *req)
 {
 	const size_t head = sizeof(struct layer_hdr) + sizeof(struct layer_atomic_desc);
@@ -100,7 +118,8 @@ ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_
 	size_t operand_len = layer_atomic_operand_len(&desc, req->len);
 	struct layer_conn *conn;
 	struct layer_tx *tx;
-	ssize_t ret;
+	bool is_blind;
+	ssize_t ret = 0;
 
 	ret = layer_conn_get(proto->conns, req->peer, &conn);
 	if (unlikely(ret))
@@ -130,7 +149,11 @@ ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_
 	memcpy(tx->inline_data, &desc, sizeof(desc));
 	tx->iov[0].iov_base = &tx->hdr;
 	tx->iov_cnt = 1;
-	ret = layer_tx_want_ack(proto, tx);
+	is_blind = layer_atomic_is_blind(conn, req, sizeof(desc) + operand_len);
+	if (is_blind)
+		tx->hdr.flags |= LAYER_HDR_UNANSWERED;
+	else
+		ret = layer_tx_want_ack(proto, tx);
 	if (unlikely(ret))
 		goto err;
 	/* at most the inject size, as every peer takes, always whole: in order (layer.h) */
@@ -158,6 +181,8 @@ ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_
 	       PRIx64 " key %#" PRIx64 "\n", (void *) tx, (int) req->op, (int) req->datatype,
 	       req->len, req->addr, req->key);
 	layer_tx_start(proto, conn, tx);
+	if (is_blind)
+		conn->blind_sent++;
 	return 0;
 
 err:

@@ -15,6 +15,7 @@
 #include "layer/atomic/atomic.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
+#include "layer/rma/grant.h"
 #include "layer/rma/rma.h"
 
 /* Every ofi_layer atomic of the process, whichever endpoint, domain or thread applies it. */
@@ -96,6 +97,14 @@ static int layer_atomic_apply(const struct layer_atomic_desc *desc, const struct
 	return 0;
 }
 
+/* The ACK of the write form (err 0 or positive), unless its initiator asked for none. */
+static void layer_atomic_ack(struct layer_proto *proto, struct layer_conn *conn,
+			     const struct layer_hdr *hdr, int err)
+{
+	if (!(hdr->flags & LAYER_HDR_UNANSWERED))
+		layer_tx_ack_send(proto, conn, hdr->msg_id, err);
+}
+
 /* A refused request: logged as RMA's are, answered with the error. */
 static void layer_atomic_refuse(struct layer_proto *proto, struct layer_conn *conn,
 				const struct layer_atomic_desc *desc, const struct layer_hdr *hdr,
@@ -105,7 +114,7 @@ static void layer_atomic_refuse(struct layer_proto *proto, struct layer_conn *co
 					      .len = hdr->size };
 
 	layer_rma_refused(hdr, &target, err);
-	layer_tx_ack_send(proto, conn, hdr->msg_id, err);
+	layer_atomic_ack(proto, conn, hdr, err);
 }
 
 /* The checked request with its operands: applied, counted, answered. */
@@ -129,6 +138,7 @@ static void layer_atomic_do(struct layer_proto *proto, struct layer_conn *conn,
 		layer_atomic_refuse(proto, conn, desc, hdr, -ret);
 		return;
 	}
+	layer_grant_offer(proto, conn, entry);
 	if (desc->kind != UTIL_ATOMIC_WRITE) {
 		/* the old values go straight into the answer */
 		tx = layer_rma_resp_new(proto, conn, hdr->msg_id, hdr->size, &old);
@@ -137,10 +147,13 @@ static void layer_atomic_do(struct layer_proto *proto, struct layer_conn *conn,
 	if (!ret)
 		ret = layer_atomic_apply(desc, iov, cnt, hdr->size, operands, old);
 	layer_mr_target_put(proto->domain, entry, ret ? 0 : counted);
-	if (ret) {
-		if (tx)
-			layer_tx_discard(proto, tx);
+	if (ret && tx) {
+		layer_tx_discard(proto, tx);
 		layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
+		return;
+	}
+	if (ret) {
+		layer_atomic_refuse(proto, conn, desc, hdr, -ret);
 		return;
 	}
 	if ((hdr->flags & LAYER_HDR_CQ_DATA) && proto->rx_cq)
@@ -152,7 +165,7 @@ static void layer_atomic_do(struct layer_proto *proto, struct layer_conn *conn,
 	if (tx)
 		layer_tx_ctrl_send(proto, conn, tx);
 	else
-		layer_tx_ack_send(proto, conn, hdr->msg_id, 0);
+		layer_atomic_ack(proto, conn, hdr, 0);
 }
 
 /* The operands are read (or failed to be): the operation goes on, unless nobody waits. */

@@ -84,6 +84,11 @@ struct layer_conn {
 	struct util_dlist acked_tx;    /* sent, waiting for the peer's ACK */
 	struct util_dlist fenced_tx;   /* held by an FI_FENCE until earlier sends complete */
 	size_t tx_active;              /* user sends started on it and not completed */
+	uint64_t blind_sent;           /* UNANSWERED atomics sent on it (atomic/) */
+	uint64_t blind_applied;        /* how many of those the peer has surely applied: an
+					* answer to a request sent after them came back; the
+					* core's RMA, which the peer's core serves at once,
+					* waits for all (rma/grant.h) */
 	/* The receive path's. */
 	struct util_dlist reading_rx;  /* receives whose rendezvous reads run on it */
 	bool is_pace_asked;            /* we asked the peer to pace its sends (proto/unexp.c) */

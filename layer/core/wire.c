@@ -45,6 +45,9 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	    ((hdr->op != LAYER_OP_EAGER && hdr->op != LAYER_OP_RTS) ||
 	     (hdr->flags & (LAYER_HDR_TAGGED | LAYER_HDR_CQ_DATA | LAYER_HDR_ACK_REQ))))
 		return false;
+	if (unlikely(hdr->flags & LAYER_HDR_UNANSWERED) &&
+	    (hdr->op != LAYER_OP_ATOMIC || hdr->seg_cnt))
+		return false;
 	switch (hdr->op) {
 	case LAYER_OP_EAGER:
 		return hdr->size == len - sizeof(*hdr);

@@ -24,8 +24,9 @@
  * the compare form, the compare operands; or, when they are larger than the target's buffers
  * take (seg_cnt > 0), the initiator's registered segments holding both, which the target
  * reads. size is the bytes of target memory (elements times datatype size); data the remote
- * CQ data with CQ_DATA. The write form is answered by an ACK; the fetch and compare forms by
- * a READ_RESP with the values the target held before, as a read is.
+ * CQ data with CQ_DATA. The write form is answered by an ACK (not with UNANSWERED, for a
+ * region granted to the initiator); the fetch and compare forms by a READ_RESP with the
+ * values the target held before, as a read is.
  *
  * Direct RMA (rma/grant.h), over a MSG core with RMA: a target that has checked a request for
  * one of its regions may answer it with GRANT too, carrying struct layer_grant (the region's
@@ -107,8 +108,13 @@ const char *layer_op_str(unsigned op);
 				      * (FI_DELIVERY_COMPLETE), not once it is taken */
 #define LAYER_HDR_COLL (1u << 5) /* EAGER, RTS: collective traffic, tag as coll/coll.h
 				  * says; matched apart from the application's */
+#define LAYER_HDR_UNANSWERED (1u << 6) /* ATOMIC, write form, operands inline: inside what
+					* the target granted the initiator (rma/grant.h), which
+					* completed it as sent; no ACK (a refusal is the
+					* target's to log) */
 #define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
-			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY | LAYER_HDR_COLL)
+			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY | LAYER_HDR_COLL | \
+			 LAYER_HDR_UNANSWERED)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */

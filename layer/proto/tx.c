@@ -206,6 +206,11 @@ static void layer_tx_complete(struct layer_proto *proto, struct layer_tx *tx, in
 
 	FI_DBG(&layer_prov, FI_LOG_EP_DATA, "send %p (%s, %zu bytes) done: %d\n", (void *) tx,
 	       layer_op_str(tx->hdr.op), tx->len, err);
+	/* the target handles what arrives in order: an answer (other than a WRITE's, which
+	 * may come as its header is in) says it applied what was sent before the request */
+	if (tx->wants_ack && tx->hdr.op != LAYER_OP_WRITE &&
+	    tx->blind_before > conn->blind_applied)
+		conn->blind_applied = tx->blind_before;
 	if (unlikely(tx->on_done))
 		tx->on_done(proto, tx->job, err);
 	else if (!tx->is_ctrl)
@@ -519,6 +524,7 @@ int layer_tx_coll_send(struct layer_proto *proto, const void *buf, size_t len, f
 void layer_tx_start(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx)
 {
 	tx->conn = conn;
+	tx->blind_before = conn->blind_sent;
 	if (unlikely(!util_dlist_empty(&conn->fenced_tx) ||
 		     ((tx->flags & FI_FENCE) && conn->tx_active))) {
 		/* Behind a fence: starts when everything sent before it has completed. */

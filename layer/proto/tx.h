@@ -39,6 +39,7 @@ struct layer_tx {
 	bool is_acked;                 /* that ACK came before the core completed the send */
 	int ack_err;                   /* what the ACK said: 0, or FI_EIO (LAYER_HDR_FAILED) */
 	bool is_active;                /* counted in conn->tx_active */
+	uint64_t blind_before;         /* conn->blind_sent when it started */
 	bool is_direct;                /* direct RMA (rma/grant.h): hdr.op's WRITE or READ_REQ
 					* on the core's own RMA at hdr.tag (the core's address)
 					* under hdr.data (its key), iov the local buffers (an

@@ -9,10 +9,11 @@
  * tcp's keys are not the application's (the provider hands out its own). So the core's RMA is
  * used only where the target has said it may be:
  *
- * - a target that has checked a peer's write or read of one of its regions (rma_target.c)
- *   grants the region on that connection: GRANT (core/wire.h, struct layer_grant) says how
- *   peers name the region (key, first address, length, access) and how the core names it
- *   (the core's key, the core's address of its first byte). A region is granted when it is
+ * - a target that has checked a peer's write, read or atomic for one of its regions
+ *   (rma_target.c, atomic/atomic_target.c) grants the region on that connection: GRANT
+ *   (core/wire.h, struct layer_grant) says how peers name the region (key, first address,
+ *   length, access) and how the core names it (the core's key, the core's address of its
+ *   first byte). A region is granted when it is
  *   one range registered with the core, no counter counts peers' accesses to it (fi_mr_bind)
  *   and the endpoint counts none (FI_REMOTE_WRITE / FI_REMOTE_READ counters): the core's
  *   RMA counts nothing at the target. At most LAYER_GRANT_MAX regions per connection.
@@ -21,14 +22,19 @@
  *   (which need the target's answer), goes on the core's RMA on that connection (proto/tx.c
  *   posts it as it posts sends, behind fences and queued sends) and completes as the core
  *   completes it; everything else goes as a message, checked at the target as before.
+ * - a write-form atomic inside a granted range, its operands inline, needs no answer either
+ *   (atomic/atomic.c: UNANSWERED, complete once sent). The target applies it in order with
+ *   the rest of the connection, but its core serves the core's RMA as it arrives, so such
+ *   atomics are counted (conn->blind_sent) and the core's RMA waits, going as messages,
+ *   until an answer to a request sent after them has come (conn->blind_applied).
  * - when a granted region closes (fi_close) or gets a counter (fi_mr_bind), the target sends
  *   REVOKE on every connection it granted it on, before fi_close returns; so a message the
  *   application sends after the close reaches the peer after the REVOKE, which the peer takes
  *   first: from then on its requests for the region go as messages, and fail (FI_ENOKEY). The
  *   core's registration is closed at once (the application may free the memory): a write
  *   the peer issued before it took the REVOKE (a race with the close, fi_mr(3)) reaches a
- *   key tcp no longer knows, and tcp ends the connection; it is opened again by the next
- *   request.
+ *   key tcp no longer knows, and tcp ends the connection (what was outstanding on it fails;
+ *   a later request connects again); such an atomic is refused at the target, which logs it.
  *
  * Grants live in the connection (conn->grants) and end with it. Runs under the endpoint's
  * lock; layer_grant_revoke takes it.

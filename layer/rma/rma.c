@@ -26,8 +26,9 @@ static bool layer_rma_direct(struct layer_proto *proto, struct layer_conn *conn,
 	const struct layer_grant *grant;
 	uint64_t core_addr;
 
+	/* the core's RMA is served as it arrives: after every atomic before it was applied */
 	if ((flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) || !tx->len ||
-	    iov_cnt > proto->core->iov_limit ||
+	    conn->blind_applied != conn->blind_sent || iov_cnt > proto->core->iov_limit ||
 	    ((flags & FI_INJECT) && tx->len > sizeof(tx->inline_data)))
 		return false;
 	grant = layer_grant_find(conn, target->key, target->addr, tx->len, access, &core_addr);
