@@ -10,6 +10,9 @@
  *   fenced reads, and the requests that need the target (remote CQ data, delivery complete);
  * - what the grant does not cover fails at the initiator, the connection carrying on: a range
  *   past the region's end, a write to a region granted for reads only;
+ * - atomics: the write form to a granted region completes with no target progress, and a read
+ *   posted right after it sees it applied (it waits for the target's answer to something
+ *   sent after the atomic before it goes on the core's RMA);
  * - revocation: a region that closes, once the target has sent the initiator a message after
  *   the close, refuses the initiator's writes and reads with FI_ENOKEY, through both target
  *   endpoints it was granted by; a region that gets a counter (fi_mr_bind) counts the
@@ -27,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
 #include "tests/functional/common.h"
@@ -342,6 +346,61 @@ static void check_counted(void)
 	LT_CHECK_RET(lt_verify(y_counted, 4096, 71), 4096, "its data is in place");
 }
 
+/* An 8-byte atomic of x at off of y's region: posted (fi_atomicmsg with flags). */
+static ssize_t post_sum(uint64_t *operand, uint64_t *result, size_t off, uint64_t flags)
+{
+	struct fi_ioc ioc = { .addr = operand, .count = 1 };
+	struct fi_ioc res = { .addr = result, .count = 1 };
+	struct fi_rma_ioc rma = { .addr = off, .count = 1, .key = KEY_RW };
+	struct fi_msg_atomic msg = { .msg_iov = &ioc, .iov_count = 1, .addr = x_to_y,
+				     .rma_iov = &rma, .rma_iov_count = 1,
+				     .datatype = FI_UINT64, .op = FI_SUM, .context = x_buf };
+
+	if (result)
+		return LT_RETRY(fi_fetch_atomicmsg(x.ep, &msg, &res, NULL, 1, flags | FI_COMPLETION));
+	return LT_RETRY(fi_atomicmsg(x.ep, &msg, flags | FI_COMPLETION));
+}
+
+/*
+ * Atomics to a granted region: the write form needs no answer (it completes as sent), and
+ * the core's RMA after it waits until the target has surely applied it.
+ */
+static void check_atomics(void)
+{
+	const size_t off = 50000;
+	uint64_t one = 1, five = 5, old = 0, got = 0;
+
+	memset(y_buf + off, 0, 64);
+	LT_CHECK_RET(post_sum(&one, &old, off, 0), 0, "a fetching sum");
+	LT_CHECK(wait_tx(x_buf) == 0 && old == 0, "completes with the old value");
+	if (is_direct) {
+		LT_CHECK_RET(post_sum(&five, NULL, off, 0), 0, "a sum");
+		LT_CHECK_RET(wait_tx_alone(x_buf), 0, "completes while the target does nothing");
+		/* the target's core would serve the read before the sum is taken */
+		LT_CHECK_RET(LT_RETRY(fi_read(x.ep, &got, 8, NULL, x_to_y, off, KEY_RW, &got)), 0,
+			     "a read of it, at once");
+		LT_CHECK_RET(wait_tx(&got), 0, "completes");
+		LT_CHECK_RET(got, 6, "with the sum applied");
+		lt_fill(x_buf, 4096, 80);
+		LT_CHECK_RET(LT_RETRY(fi_write(x.ep, x_buf, 4096, NULL, x_to_y, off + 64, KEY_RW,
+					       x_buf)), 0, "a write after that answer");
+		LT_CHECK_RET(wait_tx_alone(x_buf), 0, "goes on the core's RMA again");
+		LT_CHECK_RET(await_data(y_buf + off + 64, 4096, 80), 4096, "and lands");
+	} else {
+		LT_CHECK_RET(post_sum(&five, NULL, off, 0), 0, "a sum");
+		LT_CHECK_RET(wait_tx(x_buf), 0, "completes");
+	}
+	LT_CHECK_RET(LT_RETRY(fi_inject_atomic(x.ep, &one, 1, x_to_y, off, KEY_RW, FI_UINT64,
+					       FI_SUM)), 0, "fi_inject_atomic");
+	LT_CHECK_RET(post_sum(&five, NULL, off, FI_DELIVERY_COMPLETE), 0,
+		     "a sum with FI_DELIVERY_COMPLETE");
+	LT_CHECK_RET(wait_tx(x_buf), 0, "completes");
+	memcpy(&got, y_buf + off, 8);
+	LT_CHECK_RET(got, 12, "every sum is in place when it does");
+	LT_CHECK_RET(post_sum(&five, NULL, REGION - 4, 0), 0, "a sum across the region's end");
+	LT_CHECK_RET(wait_tx(x_buf), FI_EACCES, "fails with FI_EACCES");
+}
+
 /*
  * Keys: the core registers each region under a key of the provider's own, so keys the
  * application asks for never reach it: two regions of a FI_MR_BASIC domain (provider keys:
@@ -382,13 +441,14 @@ int main(void)
 	struct fi_info *hints;
 
 	lt_begin("rma_direct");
-	hints = lt_hints(FI_MSG | FI_RMA);
+	hints = lt_hints(FI_MSG | FI_RMA | FI_ATOMIC);
 	info = lt_getinfo_or_skip(hints);
 	if (LT_CHECK_RET(lt_dom_open(info, &dom), 0, "open the domain") && setup()) {
 		check_granted();
 		check_sizes();
 		check_forms();
 		check_outside();
+		check_atomics();
 		check_closed();
 		check_counted();
 		check_keys();
