@@ -64,8 +64,8 @@ static int wait_tx(void *ctx)
 /* As wait_tx, with only x progressing: the target's endpoints do nothing meanwhile. */
 static int wait_tx_alone(void *ctx)
 {
+	struct fi_cq_tagged_entry entry;     /* the format lt_cq_open asks for */
 	struct fi_cq_err_entry err;
-	struct fi_cq_entry entry;
 	ssize_t ret;
 
 	for (uint64_t end = lt_now_ms() + LT_TIMEOUT_MS; lt_now_ms() < end;) {
