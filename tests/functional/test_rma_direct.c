@@ -129,10 +129,11 @@ static bool setup(void)
 	const char *env = getenv("FI_OFI_LAYER_DIRECT_RMA");
 
 	is_direct = (!env || strcmp(env, "0")) && lt_core_is_msg();
-	x_buf = malloc(REGION);
-	y_buf = malloc(REGION);
-	y_closed = malloc(MID);
-	y_counted = malloc(MID);
+	/* zeroed: a check reads the target's memory before the data it waits for is in */
+	x_buf = calloc(1, REGION);
+	y_buf = calloc(1, REGION);
+	y_closed = calloc(1, MID);
+	y_counted = calloc(1, MID);
 	if (!LT_CHECK(x_buf && y_buf && y_closed && y_counted, "buffers") ||
 	    !LT_CHECK_RET(lt_pair_open(&dom, NULL, NULL, &x, &y, &x_to_y, &y_to_x), 0,
 			  "open x and y") ||
