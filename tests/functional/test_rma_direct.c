@@ -41,6 +41,8 @@
 
 enum { KEY_RW = 21, KEY_RO, KEY_CLOSED, KEY_COUNTED };
 
+#define MR_BASIC 1              /* FI_MR_BASIC */
+
 static struct fi_info *info;
 static struct lt_dom dom;
 static struct lt_ep x, y, y2;   /* x: the initiator; y, y2: target endpoints of one domain */
@@ -418,9 +420,10 @@ static void check_keys(void)
 	LT_CHECK_RET(high ? fi_mr_key(high) : 0, 1ULL << 62, "as the region's key");
 	if (high)
 		fi_close(&high->fid);
-	hints->domain_attr->mr_mode = FI_MR_BASIC;
+	/* FI_MR_BASIC (fi_mr(3)'s value; 2.x headers deprecate the name with a warning) */
+	hints->domain_attr->mr_mode = MR_BASIC;
 	if (LT_CHECK_RET(lt_getinfo(hints, &pinfo), 0, "fi_getinfo with FI_MR_BASIC") &&
-	    LT_CHECK_RET(pinfo->domain_attr->mr_mode, FI_MR_BASIC, "granted") &&
+	    LT_CHECK_RET(pinfo->domain_attr->mr_mode, MR_BASIC, "granted") &&
 	    LT_CHECK_RET(lt_dom_open(pinfo, &pdom), 0, "open such a domain")) {
 		LT_CHECK_RET(fi_mr_reg(pdom.domain, y_ro, 64, FI_REMOTE_READ, 0, 0, 0, &a, NULL), 0,
 			     "register a region (requested key 0)");
