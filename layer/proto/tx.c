@@ -581,8 +581,8 @@ void layer_tx_ctrl_send(struct layer_proto *proto, struct layer_conn *conn, stru
 	layer_tx_post(proto, conn, tx);
 }
 
-static int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn,
-			      enum layer_op op, uint16_t flags, uint64_t msg_id, uint64_t data)
+int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
+		       uint16_t flags, uint64_t msg_id, uint64_t data)
 {
 	struct layer_tx *tx = layer_tx_ctrl_new(proto, op, flags, msg_id);
 

@@ -82,6 +82,9 @@ int layer_tx_coll_send(struct layer_proto *proto, const void *buf, size_t len, f
 /* A control message of the protocol (ACK, PACE, UNPACE) on conn: 0 or -FI_ENOMEM. */
 int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
 		  uint16_t flags, uint64_t msg_id);
+/* The same with its header's data field (an ACK's error, a REVOKE's key). */
+int layer_tx_ctrl_data(struct layer_proto *proto, struct layer_conn *conn, enum layer_op op,
+		       uint16_t flags, uint64_t msg_id, uint64_t data);
 /*
  * A control message built and not sent yet (its header: op, flags, msg_id; one iov), for the
  * caller to complete; NULL without memory. layer_tx_ctrl_send sends it on conn, outside the

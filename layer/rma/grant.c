@@ -118,7 +118,6 @@ void layer_grant_revoke(struct layer_proto *proto, uint64_t key)
 	struct layer_grants *grants;
 	struct layer_conn *conn;
 	struct util_dlist *item;
-	struct layer_tx *tx;
 	size_t i;
 
 	util_dlist_foreach(&proto->conns->live, item) {
@@ -130,14 +129,9 @@ void layer_grant_revoke(struct layer_proto *proto, uint64_t key)
 			if (grants->given[i] != key)
 				continue;
 			grants->given[i] = grants->given[--grants->given_cnt];
-			tx = layer_tx_ctrl_new(proto, LAYER_OP_REVOKE, 0, 0);
-			if (tx) {
-				tx->hdr.data = key;
-				layer_tx_ctrl_send(proto, conn, tx);
-			} else {
-				/* the peer's next write there ends the connection (grant.h) */
+			/* without memory, the peer's next write there ends the connection */
+			if (layer_tx_ctrl_data(proto, conn, LAYER_OP_REVOKE, 0, 0, key))
 				LAYER_WARN_ONCE(FI_LOG_EP_DATA, "no memory to revoke a grant\n");
-			}
 			break;
 		}
 	}
