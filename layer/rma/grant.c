@@ -46,14 +46,14 @@ void layer_grant_offer(struct layer_proto *proto, struct layer_conn *conn,
 	if (conn->grants && (layer_grant_was_given(conn->grants, entry->key) ||
 			     conn->grants->given_cnt == LAYER_GRANT_MAX))
 		return;
+	/* a region that cannot be granted costs its requests no transmit entry */
+	if (entry->iov_cnt != 1 ||
+	    !layer_mr_core_name(proto->domain, entry, &grant.core_key, &grant.core_addr))
+		return;
 	grants = layer_grants_of(conn);
 	tx = grants ? layer_tx_ctrl_new(proto, LAYER_OP_GRANT, 0, 0) : NULL;
 	if (!tx)
 		return;
-	if (!layer_mr_core_name(proto->domain, entry, &grant.core_key, &grant.core_addr)) {
-		layer_tx_discard(proto, tx);
-		return;
-	}
 	grants->given[grants->given_cnt++] = entry->key;
 	memcpy(tx->inline_data, &grant, sizeof(grant));
 	tx->iov[0].iov_len += sizeof(grant);
