@@ -37,6 +37,12 @@ int util_cntr_init(struct util_cntr *cntr, const struct fi_cntr_attr *attr,
 		   const struct util_progress *progress, void *context);
 int util_cntr_fini(struct util_cntr *cntr);
 
+/* Whether a thread may be asleep on the counter: in fi_cntr_wait, or on its exported fd. */
+static inline bool util_cntr_may_sleep(const struct util_cntr *cntr)
+{
+	return atomic_load(&cntr->sleepers) > 0 || atomic_load(&cntr->is_fd_exported);
+}
+
 /* Provider-side increments (wake up waiters). */
 void util_cntr_inc(struct util_cntr *cntr);
 void util_cntr_inc_err(struct util_cntr *cntr);

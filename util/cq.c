@@ -154,6 +154,7 @@ int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t l
 	entry->entry.data = data;
 	entry->entry.tag = tag;
 	entry->src_addr = src_addr;
+	atomic_fetch_add_explicit(&cq->write_cnt, 1, memory_order_relaxed);
 	util_lock_release(&cq->lock);
 
 	util_cq_wake(cq);
@@ -182,6 +183,7 @@ int util_cq_write_error(struct util_cq *cq, const struct fi_cq_err_entry *err)
 	error->err.err_data_size = 0;
 	util_dlist_insert_tail(&error->link, &cq->errors);
 	cq->error_cnt++;
+	atomic_fetch_add_explicit(&cq->write_cnt, 1, memory_order_relaxed);
 	util_lock_release(&cq->lock);
 
 	util_cq_wake(cq);

@@ -53,6 +53,7 @@ struct util_cq {
 	enum fi_cq_wait_cond wait_cond; /* FI_CQ_COND_THRESHOLD: sread's cond is a size_t */
 	atomic_int sleepers;            /* threads in sread: writes must signal the wait set */
 	atomic_bool is_fd_exported;     /* FI_GETWAIT handed out the fd: every write signals */
+	atomic_size_t write_cnt;        /* completions and errors written, ever */
 	uint32_t api_version;           /* fabric's; below 1.5 fi_cq_err_entry is the short one.
 					 * util_cq_init sets the header's version, the owner may
 					 * overwrite it with fabric_attr->api_version */
@@ -85,6 +86,18 @@ int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t l
 int util_cq_write_error(struct util_cq *cq, const struct fi_cq_err_entry *err);
 /* Number of entries and errors waiting to be read (an overrun counts as one). */
 size_t util_cq_count(struct util_cq *cq);
+
+/* Completions and errors written since the CQ opened (the owner compares two readings). */
+static inline size_t util_cq_write_count(const struct util_cq *cq)
+{
+	return atomic_load_explicit(&cq->write_cnt, memory_order_relaxed);
+}
+
+/* Whether a thread may be asleep on the CQ: in sread, or on the fd FI_GETWAIT handed out. */
+static inline bool util_cq_may_sleep(const struct util_cq *cq)
+{
+	return atomic_load(&cq->sleepers) > 0 || atomic_load(&cq->is_fd_exported);
+}
 
 /* FI_GETWAIT: returns the wait fd in *(int *) arg; -FI_ENODATA without a wait object. */
 int util_cq_control(struct fid *fid, int command, void *arg);

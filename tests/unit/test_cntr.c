@@ -220,6 +220,7 @@ static void test_wait_error_change_is_eavail(void **state)
 struct helper {
 	struct fixture *f;
 	bool is_error;              /* add an error instead of reaching the threshold */
+	bool saw_sleeper;           /* util_cntr_may_sleep while the waiter was blocked */
 	int ret;
 };
 
@@ -230,6 +231,7 @@ static void *helper_thread(void *arg)
 	/* Act only once the waiter is inside fi_cntr_wait, so a blocked wait is covered. */
 	while (atomic_load(&h->f->cntr.sleepers) == 0)
 		sched_yield();
+	h->saw_sleeper = util_cntr_may_sleep(&h->f->cntr);
 	if (h->is_error) {
 		h->ret = fi_cntr_adderr(&h->f->cntr.cntr_fid, 1);
 	} else {
@@ -249,11 +251,15 @@ static void test_wait_woken_by_other_thread(void **state)
 	uint64_t start;
 
 	assert_int_equal(open_cntr(f, FI_WAIT_FD), 0);
+	assert_false(util_cntr_may_sleep(&f->cntr));
 	start = util_now_ms();
 	assert_int_equal(pthread_create(&thread, NULL, helper_thread, &h), 0);
 	assert_int_equal(fi_cntr_wait(&f->cntr.cntr_fid, 2, LONG_TIMEOUT_MS), 0);
 	assert_int_equal(pthread_join(thread, NULL), 0);
 	assert_int_equal(h.ret, 0);
+	/* a waiter is one that may sleep, while it waits only */
+	assert_true(h.saw_sleeper);
+	assert_false(util_cntr_may_sleep(&f->cntr));
 	assert_true(util_now_ms() - start < LONG_TIMEOUT_MS);
 	assert_int_equal(fi_cntr_read(&f->cntr.cntr_fid), 2);
 }
@@ -281,6 +287,8 @@ static void test_wait_fd_readable_after_change(void **state)
 
 	assert_int_equal(open_cntr(f, FI_WAIT_FD), 0);
 	assert_int_equal(fi_control(&f->cntr.cntr_fid.fid, FI_GETWAIT, &fd), 0);
+	/* the fd handed out: a thread may sleep on it at any time */
+	assert_true(util_cntr_may_sleep(&f->cntr));
 	assert_int_equal(fi_control(&f->cntr.cntr_fid.fid, FI_GETWAITOBJ, &obj), 0);
 	assert_int_equal(obj, FI_WAIT_FD);
 	assert_int_equal(fi_control(&f->cntr.cntr_fid.fid, FI_GETOPSFLAG, &obj), -FI_ENOSYS);

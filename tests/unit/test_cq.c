@@ -625,6 +625,7 @@ static void test_sread_threshold(void **state)
 struct helper {
 	struct fixture *f;
 	bool is_write;              /* write a completion instead of signalling */
+	bool saw_sleeper;           /* util_cq_may_sleep while the reader was blocked */
 	int ret;
 };
 
@@ -640,6 +641,7 @@ static void *helper_thread(void *arg)
 	struct helper *h = arg;
 
 	wait_for_sleeper(&h->f->cq);
+	h->saw_sleeper = util_cq_may_sleep(&h->f->cq);
 	if (h->is_write)
 		h->ret = util_cq_write(&h->f->cq, h, FI_RECV, 42, NULL, 0, 0, 0);
 	else
@@ -693,6 +695,41 @@ static void test_write_wakes_blocked_sread(void **state)
 	assert_int_equal(h.ret, 0);
 	assert_ptr_equal(entry.op_context, &h);
 	assert_int_equal(entry.len, 42);
+}
+
+/* What a provider asks before keeping work for a later call: how many completions were ever
+ * written, and whether a thread may be asleep on the CQ. */
+static void test_write_count_and_may_sleep(void **state)
+{
+	struct fixture *f = *state;
+	struct helper h = { .f = f, .is_write = true };
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_cq_data_entry entry;
+	pthread_t thread;
+	int fd = -1;
+
+	assert_int_equal(open_cq(f, FI_CQ_FORMAT_DATA, SMALL_CQ_SIZE, FI_WAIT_FD), 0);
+	assert_int_equal(util_cq_write_count(&f->cq), 0);
+	/* entries in the ring and past it, and errors, count; reads do not */
+	write_seq(f, 0, SMALL_CQ_SIZE + 2);
+	write_err(f, FI_EIO, 0);
+	assert_int_equal(util_cq_write_count(&f->cq), SMALL_CQ_SIZE + 3);
+	assert_int_equal(fi_cq_readerr(&f->cq.cq_fid, &err, 0), 1);
+	read_seq(f, 0, SMALL_CQ_SIZE + 2, 4);
+	assert_int_equal(util_cq_write_count(&f->cq), SMALL_CQ_SIZE + 3);
+
+	/* asleep in sread while it waits, and no more once it returned */
+	assert_false(util_cq_may_sleep(&f->cq));
+	assert_int_equal(pthread_create(&thread, NULL, helper_thread, &h), 0);
+	assert_int_equal(fi_cq_sread(&f->cq.cq_fid, &entry, 1, NULL, -1), 1);
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	assert_true(h.saw_sleeper);
+	assert_false(util_cq_may_sleep(&f->cq));
+	assert_int_equal(util_cq_write_count(&f->cq), SMALL_CQ_SIZE + 4);
+
+	/* the fd handed out: a thread may sleep on it at any time */
+	assert_int_equal(fi_control(&f->cq.cq_fid.fid, FI_GETWAIT, &fd), 0);
+	assert_true(util_cq_may_sleep(&f->cq));
 }
 
 static void test_wait_fd_readable_after_write(void **state)
@@ -828,6 +865,7 @@ int main(void)
 		CQ_TEST(test_sread_threshold),
 		CQ_TEST(test_signal_wakes_blocked_sread),
 		CQ_TEST(test_write_wakes_blocked_sread),
+		CQ_TEST(test_write_count_and_may_sleep),
 		CQ_TEST(test_wait_fd_readable_after_write),
 		CQ_TEST(test_getwait_without_wait_object),
 		CQ_TEST(test_fini_refuses_while_bound),
