@@ -97,8 +97,13 @@ static void *sender(void *arg)
 			break;
 		}
 	}
-	/* Keep a progressing until every send of this sender completed. */
-	while (atomic_load(&outstanding[s]) && !atomic_load(&stop))
+	/*
+	 * Keep a progressing until every send of this sender completed and b has every message:
+	 * over a datagram core a send completes once copied, and what the network lost is sent
+	 * again only while a progresses (manual progress).
+	 */
+	while ((atomic_load(&outstanding[s]) ||
+		atomic_load(&done_cnt) < SENDERS * PER_SENDER) && !atomic_load(&stop))
 		reap_sends();
 	return NULL;
 }
