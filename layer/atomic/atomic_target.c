@@ -143,6 +143,9 @@ static void layer_atomic_do(struct layer_proto *proto, struct layer_conn *conn,
 		/* the old values go straight into the answer */
 		tx = layer_rma_resp_new(proto, conn, hdr->msg_id, hdr->size, &old);
 		ret = tx ? 0 : -FI_ENOMEM;
+		/* its remote CQ data tells the application: then it goes at once */
+		if (tx && (hdr->flags & LAYER_HDR_CQ_DATA))
+			tx->may_keep = false;
 	}
 	if (!ret)
 		ret = layer_atomic_apply(desc, iov, cnt, hdr->size, operands, old);

@@ -28,6 +28,7 @@
 
 #include "layer/layer.h"
 #include "layer/domain.h"
+#include "layer/core/ctx.h"
 #include "layer/core/ring.h"
 #include "layer/core/wire.h"
 #include "layer/dgram/dgram.h"
@@ -37,20 +38,6 @@
 struct layer_chan;
 struct layer_conn;
 struct layer_rx;
-
-/* What every context given to the core is: its first field says which. */
-enum layer_ctx_type {
-	LAYER_CTX_BUF,      /* struct layer_buf: a posted receive buffer (the adapter's) */
-	LAYER_CTX_SEND,     /* a send of the layers above */
-	LAYER_CTX_READ,     /* an RMA read of the layers above */
-	LAYER_CTX_CTRL,     /* a handshake message of the adapter (RDM) */
-};
-
-/* The head of every context given to the core: its kind and the channel it went on. */
-struct layer_ctx {
-	enum layer_ctx_type type;
-	struct layer_chan *chan;
-};
 
 /*
  * One received message on its way up: posted by an adapter, completed by the core, handed to
@@ -190,6 +177,9 @@ struct layer_core_ops {
 	void (*chan_drop)(struct layer_chan *chan);
 	/* Reads core events and completions, calling the upcalls. */
 	void (*progress)(struct layer_core *core);
+	/* Sends what the channels gathered (ring slots staged while hold was set): false when
+	 * some must wait (the core is busy). NULL when the adapter gathers nothing. */
+	bool (*flush)(struct layer_core *core);
 	/* fi_trywait on the core's wait objects: 0 when the caller may sleep on them. */
 	int (*trywait)(struct layer_core *core);
 	/* Posts buf for the messages of chan (RDM: of any peer; chan unused), unless its home
@@ -222,6 +212,8 @@ struct layer_core {
 	bool has_direct_rma;           /* MSG: the core's RMA reaches the application's
 					* registrations, under keys it never reuses: peers may
 					* be granted them (rma/grant.h) */
+	bool hold;                     /* gather short sends (ring slots) until flush; set by
+					* the endpoint around its progress */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
@@ -305,12 +297,13 @@ static inline ssize_t layer_core_sendv(struct layer_chan *chan, const struct iov
 	return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
 }
 
-static inline ssize_t layer_core_inject(struct layer_chan *chan, void *buf, size_t len)
+static inline ssize_t layer_core_inject(struct layer_chan *chan, void *buf, size_t len,
+					bool may_keep)
 {
 	if (chan->dgram)
 		return layer_dgram_inject(chan->dgram, buf, len, chan->core_addr);
 	if (chan->ring)
-		return layer_ring_inject(chan->ring, buf, len);
+		return layer_ring_inject(chan->ring, buf, len, may_keep);
 	return fi_inject(chan->core_ep, buf, len, chan->core_addr);
 }
 

@@ -324,6 +324,12 @@ static void layer_msg_chan_close(struct layer_chan *chan)
 	}
 }
 
+/* Whether the core still holds something of the channel's: buffers, writes of its ring. */
+static bool layer_msg_chan_is_busy(const struct layer_msg_chan *mchan)
+{
+	return mchan->posted_cnt || (mchan->ring && mchan->ring->stage_inflight);
+}
+
 /* Its buffers go back without their messages: up as lost when it served a connection. */
 static void layer_msg_chan_free(struct layer_chan *chan, int err)
 {
@@ -337,7 +343,7 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 	 * Buffers the core still holds come back through the core CQ, FI_ECANCELED (tcp may
 	 * report them after the close): the channel waits for them, on the dropped list.
 	 */
-	if (!layer_msg_core_of(core)->is_closed && mchan->posted_cnt) {
+	if (!layer_msg_core_of(core)->is_closed && layer_msg_chan_is_busy(mchan)) {
 		chan->conn = NULL;
 		util_dlist_remove(&mchan->link);
 		util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(core)->dropped);
@@ -388,7 +394,7 @@ static void layer_msg_free_dropped(struct layer_msg_core *mcore)
 
 	util_dlist_foreach_safe(&mcore->dropped, item, tmp) {
 		mchan = container_of(item, struct layer_msg_chan, link);
-		if (!mchan->posted_cnt || mcore->is_closed)
+		if (!layer_msg_chan_is_busy(mchan) || mcore->is_closed)
 			layer_msg_chan_free(&mchan->chan, 0);
 	}
 }
@@ -754,6 +760,10 @@ static void layer_msg_handle_error(struct layer_core *core, const struct fi_cq_e
 	if (code != FI_ECANCELED && ctx->type != LAYER_CTX_READ && ctx->chan->core_ep &&
 	    ctx->chan->conn)
 		core->up->failed(core->up_arg, ctx->chan, code);
+	if (ctx->type == LAYER_CTX_RING) {
+		layer_ring_stage_done(layer_msg_chan_of(ctx->chan)->ring);
+		return;
+	}
 	if (ctx->type != LAYER_CTX_BUF) {
 		core->up->done(core->up_arg, ctx, code);
 		return;
@@ -796,6 +806,8 @@ static void layer_msg_progress_cq(struct layer_core *core)
 			if (ctx->type == LAYER_CTX_BUF)
 				layer_msg_handle_buf(core, container_of(ctx, struct layer_buf, ctx),
 						     comp[i].len);
+			else if (ctx->type == LAYER_CTX_RING)
+				layer_ring_stage_done(layer_msg_chan_of(ctx->chan)->ring);
 			else
 				core->up->done(core->up_arg, ctx, 0);
 		}
@@ -844,6 +856,20 @@ static void layer_msg_progress(struct layer_core *core)
 	/* the CQ was read empty: what the dropped channels wait for has come, or comes later */
 	if (unlikely(!util_dlist_empty(&mcore->dropped)))
 		layer_msg_free_dropped(mcore);
+}
+
+/* What the rings staged goes (a ring whose core is busy keeps it for the next call). */
+static bool layer_msg_flush(struct layer_core *core)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	struct util_dlist *item;
+	bool is_flushed = true;
+
+	util_dlist_foreach(&mcore->rings, item) {
+		if (layer_ring_flush(container_of(item, struct layer_ring, link)))
+			is_flushed = false;
+	}
+	return is_flushed;
 }
 
 /*
@@ -906,6 +932,7 @@ static const struct layer_core_ops layer_core_msg_ops = {
 	.chan_free = layer_msg_chan_free,
 	.chan_drop = layer_msg_chan_drop,
 	.progress = layer_msg_progress,
+	.flush = layer_msg_flush,
 	.trywait = layer_msg_trywait,
 	.post_buf = layer_msg_post_buf,
 	.refill = layer_msg_refill,

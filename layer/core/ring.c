@@ -10,7 +10,8 @@
 #include "layer/mr.h"
 
 _Static_assert(sizeof(struct layer_ring_ctl) == 64, "ring control block");
-_Static_assert(sizeof(struct layer_ring_trailer) == 16, "ring trailer");
+_Static_assert(sizeof(struct layer_ring_trailer) == 8, "ring trailer");
+_Static_assert(LAYER_RING_MSG_MAX <= UINT8_MAX, "a slot's length fits its trailer");
 _Static_assert(LAYER_RING_MSG_MAX >= LAYER_HDR_SIZE + 64, "a slot holds 64 bytes of payload");
 
 uint32_t layer_ring_slots(const struct layer_core *core)
@@ -52,6 +53,7 @@ int layer_ring_open(struct layer_chan *chan, uint32_t slots, struct layer_ring *
 	if (!ring)
 		return -FI_ENOMEM;
 	ring->chan = chan;
+	ring->stage_ctx = (struct layer_ctx) { .type = LAYER_CTX_RING, .chan = chan };
 	util_dlist_init(&ring->link);
 	ring->region_len = sizeof(struct layer_ring_ctl) + (size_t) slots * LAYER_RING_SLOT;
 	if (posix_memalign((void **) &ring->region, 4096, ring->region_len)) {
@@ -95,29 +97,152 @@ bool layer_ring_set_peer(struct layer_ring *ring, const struct layer_ring_offer 
 	return true;
 }
 
-/* Into the peer's next slot: 0, -FI_EAGAIN (too long, no free slot, the core busy), or an
- * error of the core. */
-static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t len)
+/* A slot image of the message buf (len bytes, at most LAYER_RING_MSG_MAX), numbered num. */
+static void layer_ring_fill(const struct layer_ring *ring, uint8_t *slot, const void *buf,
+			    size_t len, uint32_t num)
 {
-	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) ring->region;
-	uint8_t slot[LAYER_RING_SLOT];
 	struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
-	uint32_t num = ring->sent + 1, idx;
-	ssize_t ret;
 
-	if (len > LAYER_RING_MSG_MAX || num - ctl->taken > ring->peer.slots)
-		return -FI_EAGAIN;
 	memcpy(slot, buf, len);
 	memset(slot + len, 0, LAYER_RING_MSG_MAX - len);
 	*trailer = (struct layer_ring_trailer) {
-		.len = (uint32_t) len,
-		.msgs = ring->msgs_sent,
+		.msgs = (uint16_t) ring->msgs_sent,
+		.len = (uint8_t) len,
 		.num = num,
 	};
-	idx = (num - 1) & (ring->peer.slots - 1);
-	ret = fi_inject_write(ring->chan->core_ep, slot, sizeof(slot), FI_ADDR_UNSPEC,
-			      ring->peer.addr + sizeof(struct layer_ring_ctl) +
-			      (uint64_t) idx * LAYER_RING_SLOT, ring->peer.key);
+}
+
+/* Puts the message buf after the one the staged slot holds, if both fit: whether it did. */
+static bool layer_ring_append(uint8_t *slot, const void *buf, size_t len)
+{
+	struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
+
+	if (trailer->first_len || trailer->len + len > LAYER_RING_MSG_MAX)
+		return false;
+	memcpy(slot + trailer->len, buf, len);
+	trailer->first_len = trailer->len;
+	trailer->len = (uint8_t) (trailer->len + len);
+	return true;
+}
+
+/* Whether the peer's region has room for the slot numbered num. */
+static inline bool layer_ring_has_room(const struct layer_ring *ring, uint32_t num)
+{
+	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) ring->region;
+
+	return num - ctl->taken <= ring->peer.slots;
+}
+
+/*
+ * Writes cnt slot images, numbered num on, into the peer's region, where they lie in one
+ * piece: one slot as an inject, several as one write that completes through the core CQ
+ * (stage_ctx). 0, or the core's error (-FI_EAGAIN: busy).
+ */
+static ssize_t layer_ring_put(struct layer_ring *ring, uint8_t *slots, uint32_t num,
+			      uint32_t cnt)
+{
+	uint32_t idx = (num - 1) & (ring->peer.slots - 1);
+	uint64_t addr = ring->peer.addr + sizeof(struct layer_ring_ctl) +
+			(uint64_t) idx * LAYER_RING_SLOT;
+	struct iovec iov = { .iov_base = slots, .iov_len = (size_t) cnt * LAYER_RING_SLOT };
+	struct fi_rma_iov rma_iov = { .addr = addr, .len = iov.iov_len, .key = ring->peer.key };
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov,
+		.iov_count = 1,
+		.addr = FI_ADDR_UNSPEC,
+		.rma_iov = &rma_iov,
+		.rma_iov_count = 1,
+		.context = &ring->stage_ctx,
+	};
+	ssize_t ret;
+
+	if (cnt == 1)
+		return fi_inject_write(ring->chan->core_ep, slots, LAYER_RING_SLOT, FI_ADDR_UNSPEC,
+				       addr, ring->peer.key);
+	ret = fi_writemsg(ring->chan->core_ep, &msg, FI_COMPLETION);
+	if (!ret)
+		ring->stage_inflight++;
+	return ret;
+}
+
+/*
+ * Writes the staged slots not written yet: 0 when none is left, else the core's error
+ * (-FI_EAGAIN: busy; they stay staged). Those that reach the peer's region's end are written
+ * apart from those at its start.
+ */
+static ssize_t layer_ring_write_staged(struct layer_ring *ring)
+{
+	uint32_t num, cnt, idx;
+	ssize_t ret;
+
+	while (ring->stage_written < ring->staged) {
+		num = ring->sent - ring->staged + ring->stage_written + 1;
+		idx = (num - 1) & (ring->peer.slots - 1);
+		cnt = UTIL_MIN(ring->staged - ring->stage_written, ring->peer.slots - idx);
+		ret = layer_ring_put(ring, ring->stage + (size_t) ring->stage_written *
+					   LAYER_RING_SLOT, num, cnt);
+		if (ret)
+			return ret;
+		ring->stage_written += cnt;
+	}
+	if (!ring->stage_inflight)
+		ring->staged = ring->stage_written = 0;
+	return 0;
+}
+
+ssize_t layer_ring_flush(struct layer_ring *ring)
+{
+	if (ring->staged == ring->stage_written)
+		return 0;
+	return layer_ring_write_staged(ring);
+}
+
+void layer_ring_stage_done(struct layer_ring *ring)
+{
+	if (!--ring->stage_inflight && ring->staged == ring->stage_written)
+		ring->staged = ring->stage_written = 0;
+}
+
+/*
+ * Into the peer's next slot: 0, -FI_EAGAIN (too long, no room, the core busy), or an error
+ * of the core. Staged when the stage has room (written now unless the core holds what
+ * progress sends), else written at once behind what is staged.
+ */
+static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t len,
+				bool may_keep)
+{
+	bool is_kept = may_keep && ring->chan->core->hold;
+	uint8_t slot[LAYER_RING_SLOT];
+	uint32_t num = ring->sent + 1;
+	ssize_t ret;
+
+	if (len > LAYER_RING_MSG_MAX)
+		return -FI_EAGAIN;
+	/* with the message staged last, when that slot is not written yet and both fit */
+	if (ring->staged > ring->stage_written &&
+	    layer_ring_append(ring->stage + (size_t) (ring->staged - 1) * LAYER_RING_SLOT, buf,
+			      len)) {
+		if (!is_kept)
+			(void) layer_ring_write_staged(ring);
+		return 0;
+	}
+	if (!layer_ring_has_room(ring, num))
+		return -FI_EAGAIN;
+	if (!ring->stage_inflight && ring->staged < LAYER_RING_STAGE_SLOTS) {
+		layer_ring_fill(ring, ring->stage + (size_t) ring->staged * LAYER_RING_SLOT, buf,
+				len, num);
+		ring->staged++;
+		ring->sent = num;
+		/* staged, it is sent as far as the layers above know: the core takes it later */
+		if (!is_kept)
+			(void) layer_ring_write_staged(ring);
+		return 0;
+	}
+	ret = layer_ring_flush(ring);
+	if (ret)
+		return ret;
+	layer_ring_fill(ring, slot, buf, len, num);
+	ret = layer_ring_put(ring, slot, num, 1);
 	if (ret)
 		return ret;
 	ring->sent = num;
@@ -130,12 +255,16 @@ static inline void layer_ring_stamp(const struct layer_ring *ring, void *hdr)
 	((struct layer_hdr *) hdr)->key_slot = (uint16_t) ring->sent;
 }
 
-ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len)
+ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len, bool may_keep)
 {
 	ssize_t ret;
 
-	ret = layer_ring_write(ring, buf, len);
+	ret = layer_ring_write(ring, buf, len, may_keep);
 	if (ret != -FI_EAGAIN)
+		return ret;
+	/* a message goes behind the slots staged before it */
+	ret = layer_ring_flush(ring);
+	if (ret)
 		return ret;
 	layer_ring_stamp(ring, buf);
 	ret = fi_inject(ring->chan->core_ep, buf, len, FI_ADDR_UNSPEC);
@@ -149,6 +278,9 @@ ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_
 {
 	ssize_t ret;
 
+	ret = layer_ring_flush(ring);
+	if (ret)
+		return ret;
 	layer_ring_stamp(ring, iov[0].iov_base);
 	ret = fi_sendv(ring->chan->core_ep, iov, NULL, count, FI_ADDR_UNSPEC, ctx);
 	if (!ret)
@@ -168,10 +300,24 @@ static void layer_ring_tell(struct layer_ring *ring)
 		ring->taken_told = ring->taken;
 }
 
+/* A buffer of chan holding len bytes from data, or NULL when none is free. */
+static struct layer_buf *layer_ring_buf(struct layer_chan *chan, const uint8_t *data,
+					uint32_t len)
+{
+	struct layer_buf *buf = layer_core_buf_get(chan->core);
+
+	if (!buf)
+		return NULL;
+	layer_core_buf_reset(buf, chan);
+	memcpy(buf->data, data, len);
+	buf->len = len;
+	return buf;
+}
+
 /*
- * The next slot, when it is whole and the messages before it were handed up: 1 when it was
- * handed up, 0 when it is not there yet (or no buffer is free), -EPROTO when it cannot be
- * from ofi_layer.
+ * The next slot, when it is whole and the messages before it were handed up: 1 when its
+ * messages were handed up, 0 when it is not there yet (or no buffer is free), -EPROTO when it
+ * cannot be from ofi_layer.
  */
 static int layer_ring_take(struct layer_ring *ring)
 {
@@ -179,25 +325,39 @@ static int layer_ring_take(struct layer_ring *ring)
 	struct layer_core *core = chan->core;
 	uint8_t *slot = layer_ring_next(ring);
 	const volatile struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
-	struct layer_buf *buf;
-	uint32_t len;
+	struct layer_buf *buf, *second = NULL;
+	uint32_t len, first_len;
 
-	if (trailer->num != ring->taken + 1 || trailer->msgs != ring->msgs_taken)
+	if (trailer->num != ring->taken + 1 || trailer->msgs != (uint16_t) ring->msgs_taken)
 		return 0;
 	len = trailer->len;
-	if (unlikely(len < LAYER_HDR_SIZE || len > LAYER_RING_MSG_MAX)) {
+	first_len = trailer->first_len ? trailer->first_len : len;
+	if (unlikely(first_len < LAYER_HDR_SIZE || len > LAYER_RING_MSG_MAX ||
+		     (first_len < len && len - first_len < LAYER_HDR_SIZE))) {
 		LAYER_WARN_ONCE(FI_LOG_EP_DATA, "a peer wrote a ring slot no ofi_layer writes "
-				"(%u bytes): closing its connection\n", len);
+				"(%u bytes, the first message %u): closing its connection\n", len,
+				first_len);
 		return -EPROTO;
 	}
-	buf = layer_core_buf_get(core);
+	buf = layer_ring_buf(chan, slot, first_len);
 	if (!buf)
 		return 0;
-	layer_core_buf_reset(buf, chan);
-	memcpy(buf->data, slot, len);
-	buf->len = len;
+	if (first_len < len) {
+		second = layer_ring_buf(chan, slot + first_len, len - first_len);
+		if (!second) {
+			layer_core_buf_put(core, buf);
+			return 0;
+		}
+	}
 	ring->taken++;
 	core->up->recv(core->up_arg, buf);
+	if (!second)
+		return 1;
+	/* the first may have closed the channel: the second goes with it */
+	if (chan->ring == ring)
+		core->up->recv(core->up_arg, second);
+	else
+		layer_core_buf_put(core, second);
 	return 1;
 }
 

@@ -13,12 +13,19 @@
  *
  * A region (each side's offer, struct layer_ring_offer, is in its handshake):
  *   bytes 0..63         struct layer_ring_ctl: written by the peer, never by its owner
- *   then slots of LAYER_RING_SLOT bytes: the message (header and payload, at most
- *   LAYER_RING_MSG_MAX bytes), and in the slot's last 16 bytes struct layer_ring_trailer:
- *   its length, how many messages went before it, and its number (1, 2, ... over the
- *   channel's life, modulo 2^32). The core's write places the bytes in order, so a slot
- *   whose trailer holds the number expected next is whole: a slot being written still
- *   holds the number of its previous lap.
+ *   then slots of LAYER_RING_SLOT bytes: one message (header and payload), or two back to
+ *   back, LAYER_RING_MSG_MAX bytes at most, and in the slot's last 8 bytes struct
+ *   layer_ring_trailer: how many messages went before it, its length, the first message's
+ *   when it holds two, and its number (1, 2, ... over the channel's life, modulo 2^32). The
+ *   core's write places the bytes in order, so a slot whose trailer holds the number expected
+ *   next is whole: a slot being written still holds the number of its previous lap.
+ * Writes: the writer gathers its slots in a stage, a message going with the one staged last
+ *   when both fit. A message goes at once, with what is staged, unless it may be kept (an
+ *   answer to a read) and the core's hold is set: the endpoint sets it around its progress,
+ *   and may keep what is staged until its next call (ep.c). One staged slot goes
+ *   as an inject write of the slot; several as one write from the stage, which completes
+ *   through the core CQ (LAYER_CTX_RING), the stage then free again; while it is not, slots
+ *   are written one by one. Anything else sent on the channel first writes what is staged.
  * Flow: the writer uses slot (number - 1) mod slots while number - ctl.taken <= slots, where
  * ctl.taken is what the reader last wrote back into the writer's region: how many of the
  * writer's slots it has taken; it writes it back once a quarter of its slots were taken
@@ -41,23 +48,25 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "layer/core/ctx.h"
 #include "layer/core/wire.h"
 #include "util/list.h"
 
 struct layer_chan;
 struct layer_core;
-struct layer_ctx;
 
 struct layer_ring_trailer {
-	uint32_t len;                  /* the message's bytes, header included */
-	uint32_t msgs;                 /* messages sent on the channel before it */
-	uint32_t reserved;
+	uint16_t msgs;                 /* messages sent on the channel before it, modulo 2^16 */
+	uint8_t len;                   /* bytes of the messages in it, headers included */
+	uint8_t first_len;             /* two messages: the first's bytes (the second follows
+					* it); 0: one message */
 	uint32_t num;                  /* its number: the slot is whole when it is the next */
 };
 
 #define LAYER_RING_SLOT 128u     /* one inject write (tcp 1.17 takes 128 bytes) */
 #define LAYER_RING_MSG_MAX (LAYER_RING_SLOT - sizeof(struct layer_ring_trailer))
 #define LAYER_RING_SLOTS_MAX 4096u
+#define LAYER_RING_STAGE_SLOTS 8u  /* slots one write carries at most */
 
 struct layer_ring_ctl {
 	uint32_t taken;                /* slots of the region's owner the peer has taken */
@@ -78,6 +87,12 @@ struct layer_ring {
 	struct layer_ring_offer peer;  /* slots 0: the peer lends none */
 	uint32_t sent;                 /* slots written into the peer's region */
 	uint32_t msgs_sent;            /* messages sent on the channel */
+	/* slots numbered sent - staged + 1 .. sent, gathered to go in one write */
+	uint32_t staged;
+	uint32_t stage_written;        /* the first this many of them are written */
+	uint32_t stage_inflight;       /* writes from the stage the core has not completed */
+	struct layer_ctx stage_ctx;    /* LAYER_CTX_RING: their context */
+	uint8_t stage[LAYER_RING_STAGE_SLOTS * LAYER_RING_SLOT];
 };
 
 /* Slots per ring (FI_OFI_LAYER_RING_SLOTS rounded down to a power of two), 0 when core's
@@ -93,11 +108,20 @@ bool layer_ring_set_peer(struct layer_ring *ring, const struct layer_ring_offer 
  * The channel's sends (core.h's data path calls, for a channel whose rings are up), the
  * header first in buf and iov[0]: a message that fits goes into the peer's next free slot,
  * anything else as a message whose header says how many slots went before it. As the core's
- * fi_inject and fi_sendv return.
+ * fi_inject and fi_sendv return. may_keep: the slot may stay staged while the core's hold is
+ * set (the provider's own messages: the application's go at once, its completion reported).
  */
-ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len);
+ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len, bool may_keep);
 ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_t count,
 			 struct layer_ctx *ctx);
+
+/*
+ * Writes what is staged: 0, or the core's error (-FI_EAGAIN: busy; it stays staged, and
+ * every send of the channel waits behind it).
+ */
+ssize_t layer_ring_flush(struct layer_ring *ring);
+/* A write of staged slots completed (stage_ctx): the stage is free once all have. */
+void layer_ring_stage_done(struct layer_ring *ring);
 
 /*
  * A message of the channel arrived, its header in: whether the slots written before it are

@@ -71,6 +71,9 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	case LAYER_OP_READ_RESP:
 		if (hdr->flags & LAYER_HDR_FAILED)
 			return len == sizeof(*hdr);
+		if (hdr->flags & LAYER_HDR_INLINE)
+			return len == sizeof(*hdr) && !hdr->seg_cnt &&
+			       hdr->size <= sizeof(hdr->data);
 		if (!hdr->seg_cnt)
 			return hdr->size == len - sizeof(*hdr);
 		return hdr->seg_cnt <= LAYER_RTS_MAX_SEGS &&

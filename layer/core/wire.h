@@ -65,7 +65,7 @@
 #include "layer/layer.h"
 #include "util/atomic.h"
 
-#define LAYER_PROTO_VERSION 8
+#define LAYER_PROTO_VERSION 9
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -112,9 +112,11 @@ const char *layer_op_str(unsigned op);
 					* the target granted the initiator (rma/grant.h), which
 					* completed it as sent; no ACK (a refusal is the
 					* target's to log) */
+#define LAYER_HDR_INLINE (1u << 7) /* READ_RESP of at most 8 bytes: they are in data, the
+				    * message is the header alone */
 #define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
 			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY | LAYER_HDR_COLL | \
-			 LAYER_HDR_UNANSWERED)
+			 LAYER_HDR_UNANSWERED | LAYER_HDR_INLINE)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */
@@ -126,7 +128,8 @@ struct layer_hdr {
 	uint64_t tag;       /* tagged messages: the tag; COLL, COLL_ABORT: group, call, round;
 			     * WRITE: the target address;
 			     * READ_RESP: the request's msg_id */
-	uint64_t data;      /* remote CQ data (ATOMIC's too); WRITE: the target key; HELLO_ACK:
+	uint64_t data;      /* remote CQ data (ATOMIC's too); WRITE: the target key; READ_RESP
+			     * with INLINE: the data; HELLO_ACK:
 			     * the largest eager payload the answering endpoint's buffers take;
 			     * FAILED: the errno */
 	uint64_t msg_id;    /* RTS, ACK, and eager with ACK_REQ: the sender's id of the send;

@@ -26,10 +26,66 @@ static void layer_ep_core_progress(struct layer_ep *ep)
 		layer_rma_answer_taken(&ep->proto);
 }
 
+/* Completions the endpoint's CQs ever took (from any endpoint bound to them). */
+static size_t layer_ep_comp_cnt(const struct layer_ep *ep)
+{
+	const struct layer_cq *tx_cq = ep->proto.tx_cq, *rx_cq = ep->proto.rx_cq;
+	size_t cnt = 0;
+
+	if (tx_cq)
+		cnt = util_cq_write_count(&tx_cq->util);
+	if (rx_cq && rx_cq != tx_cq)
+		cnt += util_cq_write_count(&rx_cq->util);
+	return cnt;
+}
+
+static inline bool layer_cq_may_sleep(const struct layer_cq *cq)
+{
+	return cq && util_cq_may_sleep(&cq->util);
+}
+
+static inline bool layer_cntr_may_sleep(const struct layer_cntr *cntr)
+{
+	return cntr && util_cntr_may_sleep(&cntr->util);
+}
+
+/* Whether a thread may be asleep on something the endpoint reports to: it would not send
+ * what progress kept. */
+static bool layer_ep_may_sleep(const struct layer_ep *ep)
+{
+	const struct layer_proto *proto = &ep->proto;
+
+	return layer_cq_may_sleep(proto->tx_cq) || layer_cq_may_sleep(proto->rx_cq) ||
+	       layer_cntr_may_sleep(proto->send_cntr) || layer_cntr_may_sleep(proto->recv_cntr) ||
+	       layer_cntr_may_sleep(proto->read_cntr) || layer_cntr_may_sleep(proto->write_cntr) ||
+	       layer_cntr_may_sleep(proto->rem_read_cntr) ||
+	       layer_cntr_may_sleep(proto->rem_write_cntr);
+}
+
+/* Sends what the core gathered: false when some of it must wait (the core is busy). */
+static bool layer_ep_flush(struct layer_ep *ep)
+{
+	return !ep->core->ops->flush || ep->core->ops->flush(ep->core);
+}
+
+/*
+ * Progress may keep the answers it sends to reads and fetching atomics (tx->may_keep: the
+ * target's application hears nothing of those requests) in the rings' stage: when it handed
+ * the application completions, until the endpoint's next call (its next send, or its next
+ * progress, which starts with them), else to its end. The application usually answers a
+ * completion with a send, and the two then leave in one write of the core (over tcp, in one
+ * ring slot: core/ring.h). Not while a thread may be asleep on the endpoint's CQs or counters
+ * (it would not send them), and a caller about to sleep sends them first (trywait).
+ */
 static void layer_ep_run_progress(struct layer_ep *ep)
 {
+	size_t comp_cnt;
+
 	if (unlikely(!ep->is_enabled))
 		return;
+	(void) layer_ep_flush(ep);
+	comp_cnt = layer_ep_comp_cnt(ep);
+	ep->core->hold = true;
 	layer_ep_core_progress(ep);
 	if (unlikely(ep->proto.has_pending))
 		layer_proto_progress(&ep->proto);
@@ -41,6 +97,9 @@ static void layer_ep_run_progress(struct layer_ep *ep)
 	}
 	layer_conns_watch(&ep->conns);
 	layer_unexp_check(&ep->proto);
+	ep->core->hold = false;
+	if (layer_ep_comp_cnt(ep) == comp_cnt || layer_ep_may_sleep(ep))
+		(void) layer_ep_flush(ep);
 }
 
 void layer_ep_progress(struct layer_ep *ep)
@@ -59,11 +118,15 @@ static void layer_ep_progress_hook(void *arg)
 static int layer_ep_trywait_hook(void *arg)
 {
 	struct layer_ep *ep = arg;
+	bool is_flushed;
 
 	/* Draining connections wait on core completions, which wake the caller up. */
 	if (ep->proto.has_pending || !util_dlist_empty(&ep->conns.closed))
 		return -FI_EAGAIN;
-	return ep->core->ops->trywait(ep->core);
+	layer_ep_lock(ep);
+	is_flushed = layer_ep_flush(ep);
+	layer_ep_unlock(ep);
+	return is_flushed ? ep->core->ops->trywait(ep->core) : -FI_EAGAIN;
 }
 
 /* ---- the AV's notices ---- */
@@ -389,6 +452,9 @@ static int layer_ep_close(struct fid *fid)
 		util_progress_set_del(&ep->domain->eps, &ep->domain_hook);
 
 	layer_ep_lock(ep);
+	/* what the last progress kept goes while it can (answers a peer may wait for) */
+	if (ep->is_enabled)
+		(void) layer_ep_flush(ep);
 	/* the core objects go first: nothing completes after, everything is freed as it is */
 	ep->core->ops->close(ep->core);
 	layer_conns_close(&ep->conns);

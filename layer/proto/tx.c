@@ -116,6 +116,7 @@ static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_counte
 	tx->ctx.type = LAYER_CTX_SEND;
 	tx->state = LAYER_TX_QUEUED;
 	tx->is_ctrl = false;
+	tx->may_keep = false;
 	tx->is_counted = is_counted;
 	tx->on_done = NULL;
 	tx->is_acked = false;
@@ -273,7 +274,8 @@ static int layer_tx_to_core(struct layer_proto *proto, struct layer_conn *conn,
 	 */
 	if (tx->iov_cnt == 1 && tx->iov[0].iov_len <= proto->core->inject_size &&
 	    (!tx->wants_ack || !chan->dgram)) {
-		ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len);
+		ret = layer_core_inject(chan, tx->iov[0].iov_base, tx->iov[0].iov_len,
+					tx->may_keep);
 		if (ret)
 			return (int) ret;
 		if (!tx->wants_ack) {

@@ -30,6 +30,9 @@ struct layer_tx {
 	uint64_t cq_flags;             /* flags reported in the completion */
 	size_t len;                    /* message bytes */
 	bool is_ctrl;                  /* provider's own message: no user completion */
+	bool may_keep;                 /* an answer whose request the target's application
+					* hears nothing of: it may wait in the ring's stage for
+					* the endpoint's next call (ep.c, core/ring.h) */
 	bool is_counted;               /* an application's: counted against tx_size */
 	/* collective traffic (coll/): called instead of a user completion */
 	void (*on_done)(struct layer_proto *proto, void *job, int err);

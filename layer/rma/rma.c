@@ -262,6 +262,11 @@ void layer_rma_read_resp(struct layer_proto *proto, struct layer_buf *buf)
 		layer_tx_answered(proto, tx, FI_EIO);
 		return;
 	}
+	if (hdr->flags & LAYER_HDR_INLINE) {
+		util_iov_scatter(tx->rma_iov, tx->rma_iov_cnt, &hdr->data);
+		layer_tx_answered(proto, tx, 0);
+		return;
+	}
 	if (!hdr->seg_cnt && buf->is_placed) {
 		/* placed while it arrived: the data is in the application's buffers */
 		layer_tx_answered(proto, tx, 0);

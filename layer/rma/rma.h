@@ -65,9 +65,11 @@ void layer_rma_pull(struct layer_proto *proto, struct layer_rx *rx, struct layer
 		    void (*done)(struct layer_proto *proto, struct layer_rx *rx), void *job);
 /*
  * The target's answers (rma_target.c, and atomics'): a READ_RESP of msg_id on conn with size
- * bytes that the caller writes at *data before sending it (layer_tx_ctrl_send): in the entry,
- * after the header in a copy, or (larger than the initiator takes with a header:
- * chan->tx_rma_eager) in a copy registered for the initiator to read. NULL without memory.
+ * bytes that the caller writes at *data before sending it (layer_tx_ctrl_send): in the header
+ * (up to 8 bytes: INLINE), in the entry, after the header in a copy, or (larger than the
+ * initiator takes with a header: chan->tx_rma_eager) in a copy registered for the initiator to
+ * read. NULL without memory. It may be kept for the endpoint's next call (may_keep: the
+ * target's application hears nothing of a read); the caller clears that when it does.
  */
 struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn *conn,
 				    uint64_t msg_id, uint64_t size, void **data);

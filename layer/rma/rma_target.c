@@ -188,6 +188,14 @@ struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn
 		return NULL;
 	tx->hdr.tag = msg_id;
 	tx->hdr.size = size;
+	tx->may_keep = true;
+	if (size <= sizeof(tx->hdr.data)) {
+		/* in the header: an answer and the next request fit one ring slot (core/ring.h) */
+		tx->hdr.flags |= LAYER_HDR_INLINE;
+		*data = &tx->hdr.data;
+		tx->iov[0].iov_len = sizeof(tx->hdr);
+		return tx;
+	}
 	if (size <= LAYER_INJECT_SIZE) {
 		*data = tx->inline_data;
 		tx->iov[0].iov_len = sizeof(tx->hdr) + size;

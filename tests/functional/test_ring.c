@@ -15,12 +15,21 @@
  * - order: a message, two slots, a message go into the layer's receives in the order sent
  *   (the last one, whose header says two slots went before it, is taken after them although
  *   they are in place when its header arrives: with direct receive it is not matched then);
+ * - kept answers: the raw peer writes one slot holding two messages, a read of 8 bytes of the
+ *   layer's memory and a message; the progress call that hands the message up keeps the
+ *   read's answer (READ_RESP, the 8 bytes in its header), which leaves with the layer's next
+ *   send in one slot of the raw ring (a GRANT of the region may come first, in a slot before:
+ *   with it, two slots in one write; later, the REVOKE of the closed region). The raw peer
+ *   waits without making the layer progress;
  * - a slot placed while the endpoint is asked whether its caller may sleep (fi_trywait reads
  *   the core's CQ, which reads the sockets): it says not to, or its fd wakes the caller;
+ * - once the CQ's fd is handed out (a thread may sleep on it), nothing is kept: the answer
+ *   to the same pair leaves at the end of the call that handed the message up, alone;
  * - a slot no ofi_layer writes (a length out of range) closes the connection with one
  *   warning; the group's next barrier fails with an error, and the endpoint closes.
  */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -68,7 +77,7 @@ struct raw_side {
 
 static void open_layer(struct layer_side *l)
 {
-	struct fi_info *hints = lt_hints(FI_MSG | FI_COLLECTIVE);
+	struct fi_info *hints = lt_hints(FI_MSG | FI_COLLECTIVE | FI_RMA);
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_FD };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
@@ -244,6 +253,23 @@ static void raw_write_slot(struct layer_side *l, struct raw_side *r, uint8_t *sl
 	trailer->num = ++r->written;
 	LT_CHECK_RET(fi_inject_write(r->ep, slot, LAYER_RING_SLOT, 0, r->layer.addr + off,
 				     r->layer.key), 0, "raw write of slot %u", r->written);
+}
+
+/* Waits for the layer's next message in the raw ring without making the layer progress. */
+static uint8_t *raw_wait_slot_alone(struct raw_side *r)
+{
+	uint8_t *slot = r->region + sizeof(struct layer_ring_ctl) +
+			(r->taken % RAW_SLOTS) * LAYER_RING_SLOT;
+	const volatile struct layer_ring_trailer *trailer =
+		(const struct layer_ring_trailer *) (slot + LAYER_RING_MSG_MAX);
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+
+	while (trailer->num != r->taken + 1 && lt_now_ms() < deadline)
+		fi_cq_read(r->cq, NULL, 0);
+	if (trailer->num != r->taken + 1)
+		return NULL;
+	r->taken++;
+	return slot;
 }
 
 /* Tells the layer how many of its messages the raw peer took. */
@@ -425,6 +451,103 @@ static void check_sleep(struct layer_side *l, struct raw_side *r, fi_addr_t peer
 		 "fi_cq_sread gives the message (%d)", ret);
 }
 
+#define KEPT_KEY 0x5eedu
+#define KEPT_MSG_ID 77u
+#define KEPT_VALUE 0x1122334455667788u
+
+/* The raw peer's slot of two messages: a read of the region's 8 bytes, then "ping". */
+static void raw_send_read_and_msg(struct layer_side *l, struct raw_side *r)
+{
+	uint8_t slot[LAYER_RING_SLOT] __attribute__((aligned(8))) = { 0 };
+	struct layer_ring_trailer *trailer = (struct layer_ring_trailer *) (slot +
+									    LAYER_RING_MSG_MAX);
+	const struct layer_hdr req = {
+		.version = LAYER_PROTO_VERSION,
+		.op = LAYER_OP_READ_REQ,
+		.seg_cnt = 1,
+		.size = sizeof(uint64_t),
+		.msg_id = KEPT_MSG_ID,
+	};
+	const struct layer_rts_seg range = { .addr = 0, .key = KEPT_KEY, .len = sizeof(uint64_t) };
+	uint32_t first = sizeof(req) + sizeof(range);
+
+	memcpy(slot, &req, sizeof(req));
+	memcpy(slot + sizeof(req), &range, sizeof(range));
+	trailer->first_len = (uint8_t) first;
+	raw_write_slot(l, r, slot, first + raw_eager(r, slot + first, "ping"));
+}
+
+/* The layer's slot with the read's answer: the answer, and then (when with_msg) its message
+ * "pong". A GRANT in a slot of its own may come first. */
+static bool raw_check_answer(struct raw_side *r, bool with_msg)
+{
+	uint8_t copy[LAYER_RING_SLOT] __attribute__((aligned(8)));
+	const struct layer_ring_trailer *trailer = (const void *) (copy + LAYER_RING_MSG_MAX);
+	const struct layer_hdr *hdr = (const void *) copy, *next;
+	uint8_t *slot = raw_wait_slot_alone(r);
+	uint32_t len;
+
+	/* a GRANT of the region, or the REVOKE of the last one, each in a slot of its own, may
+	 * come first */
+	while (slot && (((const struct layer_hdr *) slot)->op == LAYER_OP_GRANT ||
+			((const struct layer_hdr *) slot)->op == LAYER_OP_REVOKE))
+		slot = raw_wait_slot_alone(r);
+	if (!LT_CHECK(slot, "the read's answer is in the raw peer's slot, the layer idle"))
+		return false;
+	memcpy(copy, slot, sizeof(copy));
+	raw_tell(r);
+	len = with_msg ? trailer->first_len : trailer->len;
+	if (!LT_CHECK(len == sizeof(*hdr) && hdr->op == LAYER_OP_READ_RESP &&
+		      hdr->flags == LAYER_HDR_INLINE && hdr->tag == KEPT_MSG_ID &&
+		      hdr->size == sizeof(uint64_t) && hdr->data == KEPT_VALUE,
+		      "the answer: READ_RESP, the 8 bytes in its header (%u bytes, op %u, flags "
+		      "%#x, %#" PRIx64 ")", len, hdr->op, hdr->flags, hdr->data))
+		return false;
+	if (!with_msg)
+		return LT_CHECK(!trailer->first_len && trailer->len == sizeof(*hdr),
+				"it comes alone (%u bytes)", trailer->len);
+	next = (const void *) (copy + len);
+	return LT_CHECK(trailer->len == len + sizeof(*hdr) + 5 && next->op == LAYER_OP_EAGER &&
+			next->size == 5 && !memcmp(next + 1, "pong", 5),
+			"the layer's next send in the same slot (%u bytes in all)", trailer->len);
+}
+
+/*
+ * The read and the message in one slot: the call that hands up the message keeps the answer
+ * unless a thread may sleep on the CQ (is_kept); the layer's next send, "pong", goes after.
+ */
+static void check_kept(struct layer_side *l, struct raw_side *r, fi_addr_t peer, bool is_kept)
+{
+	uint64_t value = KEPT_VALUE;
+	struct fi_cq_data_entry comp;
+	uint64_t deadline;
+	struct fid_mr *mr;
+	char rbuf[64];
+	ssize_t ret = 0;
+
+	if (!LT_CHECK_RET(fi_mr_reg(l->domain, &value, sizeof(value), FI_REMOTE_READ, 0, KEPT_KEY,
+				    0, &mr, NULL), 0, "the read's region") ||
+	    !LT_CHECK_RET(fi_recv(l->ep, rbuf, sizeof(rbuf), NULL, peer, rbuf), 0,
+			  "receive posted"))
+		return;
+	raw_send_read_and_msg(l, r);
+	for (deadline = lt_now_ms() + LT_TIMEOUT_MS; lt_now_ms() < deadline;) {
+		ret = layer_poll(l, &comp);
+		fi_cq_read(r->cq, NULL, 0);
+		if (ret == 1 && (comp.flags & FI_RECV))
+			break;
+	}
+	if (LT_CHECK(ret == 1 && comp.op_context == rbuf && !strcmp(rbuf, "ping"),
+		     "the message of the slot is in the receive") &&
+	    (!is_kept || LT_CHECK_RET(fi_inject(l->ep, "pong", 5, peer), 0, "the layer sends")))
+		raw_check_answer(r, is_kept);
+	/* what came after the answer (when it came alone): "pong" */
+	if (!is_kept && LT_CHECK_RET(fi_inject(l->ep, "pong", 5, peer), 0, "the layer sends"))
+		LT_CHECK(raw_wait_slot(l, r), "then its send");
+	raw_tell(r);
+	fi_close(&mr->fid);
+}
+
 static bool layer_join(struct layer_side *l, struct raw_side *r, fi_addr_t coll_addr,
 		       struct fid_av_set *set, struct fid_mc **mc)
 {
@@ -517,7 +640,9 @@ int main(void)
 		 r.taken, RAW_SLOTS);
 
 	check_order(&l, &r, peer);
+	check_kept(&l, &r, peer, true);
 	check_sleep(&l, &r, peer);
+	check_kept(&l, &r, peer, false);
 
 	/* A slot no ofi_layer writes: shorter than a header. */
 	*bad_hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER };
