@@ -332,7 +332,7 @@ static int layer_ring_take(struct layer_ring *ring)
 		return 0;
 	len = trailer->len;
 	first_len = trailer->first_len ? trailer->first_len : len;
-	if (unlikely(first_len < LAYER_HDR_SIZE || len > LAYER_RING_MSG_MAX ||
+	if (unlikely(first_len < LAYER_HDR_SIZE || first_len > len || len > LAYER_RING_MSG_MAX ||
 		     (first_len < len && len - first_len < LAYER_HDR_SIZE))) {
 		LAYER_WARN_ONCE(FI_LOG_EP_DATA, "a peer wrote a ring slot no ofi_layer writes "
 				"(%u bytes, the first message %u): closing its connection\n", len,

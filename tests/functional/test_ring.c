@@ -25,8 +25,9 @@
  *   the core's CQ, which reads the sockets): it says not to, or its fd wakes the caller;
  * - once the CQ's fd is handed out (a thread may sleep on it), nothing is kept: the answer
  *   to the same pair leaves at the end of the call that handed the message up, alone;
- * - a slot no ofi_layer writes (a length out of range) closes the connection with one
- *   warning; the group's next barrier fails with an error, and the endpoint closes.
+ * - a slot no ofi_layer writes (its first message longer than the slot's bytes: a reader that
+ *   believed it would read past the slot, past the region at its end) closes the connection
+ *   with one warning; the group's next barrier fails with an error, and the endpoint closes.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -644,9 +645,10 @@ int main(void)
 	check_sleep(&l, &r, peer);
 	check_kept(&l, &r, peer, false);
 
-	/* A slot no ofi_layer writes: shorter than a header. */
+	/* A slot no ofi_layer writes: a header of 40 bytes, its first message said to be 200. */
 	*bad_hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER };
-	raw_write_slot(&l, &r, bad, 7);
+	((struct layer_ring_trailer *) (bad + LAYER_RING_MSG_MAX))->first_len = 200;
+	raw_write_slot(&l, &r, bad, sizeof(*bad_hdr));
 	for (deadline = lt_now_ms() + LT_TIMEOUT_MS; lt_now_ms() < deadline;) {
 		fi_cq_read(l.cq, NULL, 0);
 		fi_cq_read(r.cq, NULL, 0);
@@ -654,7 +656,7 @@ int main(void)
 			break;
 	}
 	LT_CHECK(lt_now_ms() < deadline && event == FI_SHUTDOWN,
-		 "a slot shorter than a header ends the connection");
+		 "a slot whose first message is longer than the slot ends the connection");
 	LT_CHECK_RET(fi_barrier(l.ep, mc->fi_addr, &ctx), 0,
 		     "a barrier after the loss is taken");
 	err = layer_wait(&l, &r, &ctx);
