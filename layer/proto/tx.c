@@ -123,6 +123,7 @@ static struct layer_tx *layer_tx_alloc(struct layer_proto *proto, bool is_counte
 	tx->ack_err = 0;
 	tx->wants_ack = false;
 	tx->is_active = false;
+	tx->blind_before = 0;          /* entries posted without layer_tx_start order nothing */
 	tx->is_direct = false;
 	tx->reg_cnt = 0;
 	tx->bounce = NULL;
