@@ -24,7 +24,7 @@ liblayer_fi_la_SOURCES = \
 	layer/conn/liveness.c \
 	layer/core/core.h layer/core/core.c layer/core/wire.h layer/core/wire.c \
 	layer/core/core_msg.c layer/core/core_rdm.h layer/core/core_rdm.c \
-	layer/core/core_rdm_hello.c layer/core/ctx.h layer/core/ring.h layer/core/ring.c \
+	layer/core/core_rdm_hello.c layer/core/ring.h layer/core/ring.c \
 	layer/dgram/dgram.h layer/dgram/dgram_int.h layer/dgram/dgram_wire.h \
 	layer/dgram/dgram.c layer/dgram/rel.c layer/dgram/stream.c
 liblayer_fi_la_LIBADD = util/libutil.la $(FABRIC_LIBS) $(PTHREAD_LIBS)

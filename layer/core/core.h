@@ -28,7 +28,6 @@
 
 #include "layer/layer.h"
 #include "layer/domain.h"
-#include "layer/core/ctx.h"
 #include "layer/core/ring.h"
 #include "layer/core/wire.h"
 #include "layer/dgram/dgram.h"
@@ -38,6 +37,20 @@
 struct layer_chan;
 struct layer_conn;
 struct layer_rx;
+
+/* What every context given to the core is: its first field says which. */
+enum layer_ctx_type {
+	LAYER_CTX_BUF,      /* struct layer_buf: a posted receive buffer (the adapter's) */
+	LAYER_CTX_SEND,     /* a send of the layers above */
+	LAYER_CTX_READ,     /* an RMA read of the layers above */
+	LAYER_CTX_CTRL,     /* a handshake message of the adapter (RDM) */
+};
+
+/* The head of every context given to the core: its kind and the channel it went on. */
+struct layer_ctx {
+	enum layer_ctx_type type;
+	struct layer_chan *chan;
+};
 
 /*
  * One received message on its way up: posted by an adapter, completed by the core, handed to

@@ -324,12 +324,6 @@ static void layer_msg_chan_close(struct layer_chan *chan)
 	}
 }
 
-/* Whether the core still holds something of the channel's: buffers, writes of its ring. */
-static bool layer_msg_chan_is_busy(const struct layer_msg_chan *mchan)
-{
-	return mchan->posted_cnt || (mchan->ring && mchan->ring->stage_inflight);
-}
-
 /* Its buffers go back without their messages: up as lost when it served a connection. */
 static void layer_msg_chan_free(struct layer_chan *chan, int err)
 {
@@ -343,7 +337,7 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 	 * Buffers the core still holds come back through the core CQ, FI_ECANCELED (tcp may
 	 * report them after the close): the channel waits for them, on the dropped list.
 	 */
-	if (!layer_msg_core_of(core)->is_closed && layer_msg_chan_is_busy(mchan)) {
+	if (!layer_msg_core_of(core)->is_closed && mchan->posted_cnt) {
 		chan->conn = NULL;
 		util_dlist_remove(&mchan->link);
 		util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(core)->dropped);
@@ -394,7 +388,7 @@ static void layer_msg_free_dropped(struct layer_msg_core *mcore)
 
 	util_dlist_foreach_safe(&mcore->dropped, item, tmp) {
 		mchan = container_of(item, struct layer_msg_chan, link);
-		if (!layer_msg_chan_is_busy(mchan) || mcore->is_closed)
+		if (!mchan->posted_cnt || mcore->is_closed)
 			layer_msg_chan_free(&mchan->chan, 0);
 	}
 }
@@ -760,10 +754,6 @@ static void layer_msg_handle_error(struct layer_core *core, const struct fi_cq_e
 	if (code != FI_ECANCELED && ctx->type != LAYER_CTX_READ && ctx->chan->core_ep &&
 	    ctx->chan->conn)
 		core->up->failed(core->up_arg, ctx->chan, code);
-	if (ctx->type == LAYER_CTX_RING) {
-		layer_ring_stage_done(layer_msg_chan_of(ctx->chan)->ring);
-		return;
-	}
 	if (ctx->type != LAYER_CTX_BUF) {
 		core->up->done(core->up_arg, ctx, code);
 		return;
@@ -806,8 +796,6 @@ static void layer_msg_progress_cq(struct layer_core *core)
 			if (ctx->type == LAYER_CTX_BUF)
 				layer_msg_handle_buf(core, container_of(ctx, struct layer_buf, ctx),
 						     comp[i].len);
-			else if (ctx->type == LAYER_CTX_RING)
-				layer_ring_stage_done(layer_msg_chan_of(ctx->chan)->ring);
 			else
 				core->up->done(core->up_arg, ctx, 0);
 		}

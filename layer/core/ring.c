@@ -53,7 +53,6 @@ int layer_ring_open(struct layer_chan *chan, uint32_t slots, struct layer_ring *
 	if (!ring)
 		return -FI_ENOMEM;
 	ring->chan = chan;
-	ring->stage_ctx = (struct layer_ctx) { .type = LAYER_CTX_RING, .chan = chan };
 	util_dlist_init(&ring->link);
 	ring->region_len = sizeof(struct layer_ring_ctl) + (size_t) slots * LAYER_RING_SLOT;
 	if (posix_memalign((void **) &ring->region, 4096, ring->region_len)) {
@@ -125,127 +124,56 @@ static bool layer_ring_append(uint8_t *slot, const void *buf, size_t len)
 	return true;
 }
 
-/* Whether the peer's region has room for the slot numbered num. */
-static inline bool layer_ring_has_room(const struct layer_ring *ring, uint32_t num)
-{
-	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) ring->region;
-
-	return num - ctl->taken <= ring->peer.slots;
-}
-
-/*
- * Writes cnt slot images, numbered num on, into the peer's region, where they lie in one
- * piece: one slot as an inject, several as one write that completes through the core CQ
- * (stage_ctx). 0, or the core's error (-FI_EAGAIN: busy).
- */
-static ssize_t layer_ring_put(struct layer_ring *ring, uint8_t *slots, uint32_t num,
-			      uint32_t cnt)
+/* Writes the slot image numbered num into the peer's region: 0, or the core's error. */
+static ssize_t layer_ring_put(struct layer_ring *ring, const uint8_t *slot, uint32_t num)
 {
 	uint32_t idx = (num - 1) & (ring->peer.slots - 1);
-	uint64_t addr = ring->peer.addr + sizeof(struct layer_ring_ctl) +
-			(uint64_t) idx * LAYER_RING_SLOT;
-	struct iovec iov = { .iov_base = slots, .iov_len = (size_t) cnt * LAYER_RING_SLOT };
-	struct fi_rma_iov rma_iov = { .addr = addr, .len = iov.iov_len, .key = ring->peer.key };
-	struct fi_msg_rma msg = {
-		.msg_iov = &iov,
-		.iov_count = 1,
-		.addr = FI_ADDR_UNSPEC,
-		.rma_iov = &rma_iov,
-		.rma_iov_count = 1,
-		.context = &ring->stage_ctx,
-	};
-	ssize_t ret;
 
-	if (cnt == 1)
-		return fi_inject_write(ring->chan->core_ep, slots, LAYER_RING_SLOT, FI_ADDR_UNSPEC,
-				       addr, ring->peer.key);
-	ret = fi_writemsg(ring->chan->core_ep, &msg, FI_COMPLETION);
-	if (!ret)
-		ring->stage_inflight++;
-	return ret;
-}
-
-/*
- * Writes the staged slots not written yet: 0 when none is left, else the core's error
- * (-FI_EAGAIN: busy; they stay staged). Those that reach the peer's region's end are written
- * apart from those at its start.
- */
-static ssize_t layer_ring_write_staged(struct layer_ring *ring)
-{
-	uint32_t num, cnt, idx;
-	ssize_t ret;
-
-	while (ring->stage_written < ring->staged) {
-		num = ring->sent - ring->staged + ring->stage_written + 1;
-		idx = (num - 1) & (ring->peer.slots - 1);
-		cnt = UTIL_MIN(ring->staged - ring->stage_written, ring->peer.slots - idx);
-		ret = layer_ring_put(ring, ring->stage + (size_t) ring->stage_written *
-					   LAYER_RING_SLOT, num, cnt);
-		if (ret)
-			return ret;
-		ring->stage_written += cnt;
-	}
-	if (!ring->stage_inflight)
-		ring->staged = ring->stage_written = 0;
-	return 0;
+	return fi_inject_write(ring->chan->core_ep, slot, LAYER_RING_SLOT, FI_ADDR_UNSPEC,
+			       ring->peer.addr + sizeof(struct layer_ring_ctl) +
+			       (uint64_t) idx * LAYER_RING_SLOT, ring->peer.key);
 }
 
 ssize_t layer_ring_flush(struct layer_ring *ring)
 {
-	if (ring->staged == ring->stage_written)
-		return 0;
-	return layer_ring_write_staged(ring);
-}
+	ssize_t ret;
 
-void layer_ring_stage_done(struct layer_ring *ring)
-{
-	if (!--ring->stage_inflight && ring->staged == ring->stage_written)
-		ring->staged = ring->stage_written = 0;
+	if (!ring->is_staged)
+		return 0;
+	ret = layer_ring_put(ring, ring->stage, ring->sent);
+	if (!ret)
+		ring->is_staged = false;
+	return ret;
 }
 
 /*
- * Into the peer's next slot: 0, -FI_EAGAIN (too long, no room, the core busy), or an error
- * of the core. Staged when the stage has room (written now unless the core holds what
- * progress sends), else written at once behind what is staged.
+ * Into the peer's next slot, or with the message in the staged one: 0, -FI_EAGAIN (too long,
+ * no room, the core busy), or an error of the core. The slot is staged, and written now
+ * unless the message may be kept while the core holds what progress sends.
  */
 static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t len,
 				bool may_keep)
 {
+	const volatile struct layer_ring_ctl *ctl = (const struct layer_ring_ctl *) ring->region;
 	bool is_kept = may_keep && ring->chan->core->hold;
-	uint8_t slot[LAYER_RING_SLOT];
 	uint32_t num = ring->sent + 1;
 	ssize_t ret;
 
 	if (len > LAYER_RING_MSG_MAX)
 		return -FI_EAGAIN;
-	/* with the message staged last, when that slot is not written yet and both fit */
-	if (ring->staged > ring->stage_written &&
-	    layer_ring_append(ring->stage + (size_t) (ring->staged - 1) * LAYER_RING_SLOT, buf,
-			      len)) {
-		if (!is_kept)
-			(void) layer_ring_write_staged(ring);
-		return 0;
-	}
-	if (!layer_ring_has_room(ring, num))
-		return -FI_EAGAIN;
-	if (!ring->stage_inflight && ring->staged < LAYER_RING_STAGE_SLOTS) {
-		layer_ring_fill(ring, ring->stage + (size_t) ring->staged * LAYER_RING_SLOT, buf,
-				len, num);
-		ring->staged++;
+	if (!ring->is_staged || !layer_ring_append(ring->stage, buf, len)) {
+		ret = layer_ring_flush(ring);
+		if (ret)
+			return ret;
+		if (num - ctl->taken > ring->peer.slots)
+			return -FI_EAGAIN;
+		layer_ring_fill(ring, ring->stage, buf, len, num);
+		ring->is_staged = true;
 		ring->sent = num;
-		/* staged, it is sent as far as the layers above know: the core takes it later */
-		if (!is_kept)
-			(void) layer_ring_write_staged(ring);
-		return 0;
 	}
-	ret = layer_ring_flush(ring);
-	if (ret)
-		return ret;
-	layer_ring_fill(ring, slot, buf, len, num);
-	ret = layer_ring_put(ring, slot, num, 1);
-	if (ret)
-		return ret;
-	ring->sent = num;
+	/* staged, it is sent as far as the layers above know: the core takes it later */
+	if (!is_kept)
+		(void) layer_ring_flush(ring);
 	return 0;
 }
 

@@ -19,13 +19,11 @@
  *   when it holds two, and its number (1, 2, ... over the channel's life, modulo 2^32). The
  *   core's write places the bytes in order, so a slot whose trailer holds the number expected
  *   next is whole: a slot being written still holds the number of its previous lap.
- * Writes: the writer gathers its slots in a stage, a message going with the one staged last
- *   when both fit. A message goes at once, with what is staged, unless it may be kept (an
- *   answer to a read) and the core's hold is set: the endpoint sets it around its progress,
- *   and may keep what is staged until its next call (ep.c). One staged slot goes
- *   as an inject write of the slot; several as one write from the stage, which completes
- *   through the core CQ (LAYER_CTX_RING), the stage then free again; while it is not, slots
- *   are written one by one. Anything else sent on the channel first writes what is staged.
+ * Writes: a slot is filled in the ring's stage and written (one inject write of the whole
+ *   slot) as soon as nothing more may join it. A message joins the staged slot when both fit;
+ *   it goes at once, with what is staged, unless it may be kept (an answer to a read) and the
+ *   core's hold is set: the endpoint sets it around its progress, and may keep the staged
+ *   slot until its next call (ep.c). Anything else sent on the channel first writes it.
  * Flow: the writer uses slot (number - 1) mod slots while number - ctl.taken <= slots, where
  * ctl.taken is what the reader last wrote back into the writer's region: how many of the
  * writer's slots it has taken; it writes it back once a quarter of its slots were taken
@@ -48,12 +46,12 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "layer/core/ctx.h"
 #include "layer/core/wire.h"
 #include "util/list.h"
 
 struct layer_chan;
 struct layer_core;
+struct layer_ctx;
 
 struct layer_ring_trailer {
 	uint16_t msgs;                 /* messages sent on the channel before it, modulo 2^16 */
@@ -66,7 +64,6 @@ struct layer_ring_trailer {
 #define LAYER_RING_SLOT 128u     /* one inject write (tcp 1.17 takes 128 bytes) */
 #define LAYER_RING_MSG_MAX (LAYER_RING_SLOT - sizeof(struct layer_ring_trailer))
 #define LAYER_RING_SLOTS_MAX 4096u
-#define LAYER_RING_STAGE_SLOTS 8u  /* slots one write carries at most */
 
 struct layer_ring_ctl {
 	uint32_t taken;                /* slots of the region's owner the peer has taken */
@@ -87,12 +84,8 @@ struct layer_ring {
 	struct layer_ring_offer peer;  /* slots 0: the peer lends none */
 	uint32_t sent;                 /* slots written into the peer's region */
 	uint32_t msgs_sent;            /* messages sent on the channel */
-	/* slots numbered sent - staged + 1 .. sent, gathered to go in one write */
-	uint32_t staged;
-	uint32_t stage_written;        /* the first this many of them are written */
-	uint32_t stage_inflight;       /* writes from the stage the core has not completed */
-	struct layer_ctx stage_ctx;    /* LAYER_CTX_RING: their context */
-	uint8_t stage[LAYER_RING_STAGE_SLOTS * LAYER_RING_SLOT];
+	bool is_staged;                /* stage holds slot number sent, not written yet */
+	uint8_t stage[LAYER_RING_SLOT];
 };
 
 /* Slots per ring (FI_OFI_LAYER_RING_SLOTS rounded down to a power of two), 0 when core's
@@ -116,12 +109,10 @@ ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_
 			 struct layer_ctx *ctx);
 
 /*
- * Writes what is staged: 0, or the core's error (-FI_EAGAIN: busy; it stays staged, and
+ * Writes the staged slot: 0, or the core's error (-FI_EAGAIN: busy; it stays staged, and
  * every send of the channel waits behind it).
  */
 ssize_t layer_ring_flush(struct layer_ring *ring);
-/* A write of staged slots completed (stage_ctx): the stage is free once all have. */
-void layer_ring_stage_done(struct layer_ring *ring);
 
 /*
  * A message of the channel arrived, its header in: whether the slots written before it are

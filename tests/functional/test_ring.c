@@ -18,9 +18,9 @@
  * - kept answers: the raw peer writes one slot holding two messages, a read of 8 bytes of the
  *   layer's memory and a message; the progress call that hands the message up keeps the
  *   read's answer (READ_RESP, the 8 bytes in its header), which leaves with the layer's next
- *   send in one slot of the raw ring (a GRANT of the region may come first, in a slot before:
- *   with it, two slots in one write; later, the REVOKE of the closed region). The raw peer
- *   waits without making the layer progress;
+ *   send in one slot of the raw ring (a GRANT of the region may come first, in a slot before;
+ *   later, the REVOKE of the closed region). The raw peer waits without making the layer
+ *   progress;
  * - a slot placed while the endpoint is asked whether its caller may sleep (fi_trywait reads
  *   the core's CQ, which reads the sockets): it says not to, or its fd wakes the caller;
  * - once the CQ's fd is handed out (a thread may sleep on it), nothing is kept: the answer
