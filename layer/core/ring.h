@@ -85,7 +85,7 @@ struct layer_ring {
 	uint32_t sent;                 /* slots written into the peer's region */
 	uint32_t msgs_sent;            /* messages sent on the channel */
 	bool is_staged;                /* stage holds slot number sent, not written yet */
-	uint8_t stage[LAYER_RING_SLOT];
+	_Alignas(8) uint8_t stage[LAYER_RING_SLOT]; /* as a slot of the region: header, trailer */
 };
 
 /* Slots per ring (FI_OFI_LAYER_RING_SLOTS rounded down to a power of two), 0 when core's
