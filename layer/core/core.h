@@ -191,7 +191,8 @@ struct layer_core_ops {
 	/* Reads core events and completions, calling the upcalls. */
 	void (*progress)(struct layer_core *core);
 	/* Sends what the channels gathered (ring slots staged while hold was set): false when
-	 * some must wait (the core is busy). NULL when the adapter gathers nothing. */
+	 * some must wait (the core is busy). Called while staged_cnt > 0 only; NULL when the
+	 * adapter gathers nothing. */
 	bool (*flush)(struct layer_core *core);
 	/* fi_trywait on the core's wait objects: 0 when the caller may sleep on them. */
 	int (*trywait)(struct layer_core *core);
@@ -227,6 +228,7 @@ struct layer_core {
 					* be granted them (rma/grant.h) */
 	bool hold;                     /* gather short sends (ring slots) until flush; set by
 					* the endpoint around its progress */
+	uint32_t staged_cnt;           /* channels with a ring slot staged: flush has work */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */

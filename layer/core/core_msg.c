@@ -313,6 +313,7 @@ static void layer_msg_ring_start(struct layer_msg_chan *mchan, const struct laye
 static void layer_msg_chan_close(struct layer_chan *chan)
 {
 	if (chan->ring) {
+		layer_ring_unstage(chan->ring);
 		util_dlist_remove(&chan->ring->link);
 		chan->ring = NULL;
 		layer_msg_core_of(chan->core)->rings_gen++;

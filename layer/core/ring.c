@@ -134,6 +134,14 @@ static ssize_t layer_ring_put(struct layer_ring *ring, const uint8_t *slot, uint
 			       (uint64_t) idx * LAYER_RING_SLOT, ring->peer.key);
 }
 
+void layer_ring_unstage(struct layer_ring *ring)
+{
+	if (ring->is_staged) {
+		ring->is_staged = false;
+		ring->chan->core->staged_cnt--;
+	}
+}
+
 ssize_t layer_ring_flush(struct layer_ring *ring)
 {
 	ssize_t ret;
@@ -142,7 +150,7 @@ ssize_t layer_ring_flush(struct layer_ring *ring)
 		return 0;
 	ret = layer_ring_put(ring, ring->stage, ring->sent);
 	if (!ret)
-		ring->is_staged = false;
+		layer_ring_unstage(ring);
 	return ret;
 }
 
@@ -169,6 +177,7 @@ static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t
 			return -FI_EAGAIN;
 		layer_ring_fill(ring, ring->stage, buf, len, num);
 		ring->is_staged = true;
+		ring->chan->core->staged_cnt++;
 		ring->sent = num;
 	}
 	/* staged, it is sent as far as the layers above know: the core takes it later */

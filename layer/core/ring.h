@@ -113,6 +113,8 @@ ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_
  * every send of the channel waits behind it).
  */
 ssize_t layer_ring_flush(struct layer_ring *ring);
+/* Drops the staged slot (its channel closes: nothing more goes on it). */
+void layer_ring_unstage(struct layer_ring *ring);
 
 /*
  * A message of the channel arrived, its header in: whether the slots written before it are

@@ -65,7 +65,8 @@ static bool layer_ep_may_sleep(const struct layer_ep *ep)
 /* Sends what the core gathered: false when some of it must wait (the core is busy). */
 static bool layer_ep_flush(struct layer_ep *ep)
 {
-	return !ep->core->ops->flush || ep->core->ops->flush(ep->core);
+	/* progress runs this twice a call: the channels are walked only when one has work */
+	return !ep->core->staged_cnt || ep->core->ops->flush(ep->core);
 }
 
 /*
