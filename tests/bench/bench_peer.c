@@ -34,6 +34,8 @@ void die_with_parent(pid_t parent)
 		_exit(1);
 }
 
+static int wait_peer_done(struct fab *f, int fd);
+
 static int server_main(int prov, int rfd, int wfd)
 {
 	struct fab f = {
@@ -62,6 +64,8 @@ static int server_main(int prov, int rfd, int wfd)
 		ret = run_test(&f, &tests[i], false, &unused);
 	}
 	alarm(opt.timeout + 5);
+	if (!ret)
+		ret = wait_peer_done(&f, rfd);
 	if (!ret && write_all(wfd, "d", 1))
 		ret = -FI_EIO;
 	fab_close(&f);
@@ -98,17 +102,21 @@ static int reap_server(pid_t pid)
 }
 
 /*
- * Close only once the server is through: its last completions may still need our provider
+ * Close only once the peer is through: its last completions may still need our provider
  * (an acknowledgement, a rendezvous read), and with manual progress only our CQ reads move it.
+ * The client says so once its last test is over, the server once it has heard that: a server
+ * that closed at the end of its own part would leave the client's rendezvous sends without
+ * their acknowledgements, and its close, with the client's later traffic unread, resets the
+ * connection, which loses what it sent last.
  */
-static int wait_server_done(struct fab *f, int fd)
+static int wait_peer_done(struct fab *f, int fd)
 {
 	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	pid_t server = f->watch_pid;
 	char done;
 	int ret;
 
-	/* the server exits right after it says done: the pipe, not waitpid, tells how it ended */
+	/* the peer exits right after it says done: the pipe, not waitpid, tells how it ended */
 	f->watch_pid = 0;
 	for (unsigned i = 1;; i++) {
 		ret = cq_poll(f);
@@ -117,8 +125,8 @@ static int wait_server_done(struct fab *f, int fd)
 		if (i % 1024 || poll(&pfd, 1, 0) <= 0)
 			continue;
 		if (read(fd, &done, 1) != 1) {
-			fprintf(stderr, "%s: %s client: server failed after the last test\n",
-				BENCH_NAME, f->prov);
+			fprintf(stderr, "%s: %s %s: the peer failed after the last test\n",
+				BENCH_NAME, f->prov, f->role);
 			ret = -FI_EIO;
 		}
 		break;
@@ -191,8 +199,10 @@ int client_main(int prov, int res_fd)
 			send_record(res_fd, REC_RESULT, i, value);
 	}
 	alarm(opt.timeout);
+	if (!ret && write_all(c2s[1], "c", 1))
+		ret = -FI_EIO;
 	if (!ret)
-		ret = wait_server_done(&f, s2c[0]);
+		ret = wait_peer_done(&f, s2c[0]);
 	if (ret) {
 		/* the server may be blocked on a message that will never come */
 		if (f.watch_pid)
