@@ -124,7 +124,8 @@ static const struct layer_param {
 	  "Milliseconds of silence after which such a peer is probed (over a datagram core: "
 	  "any peer with a session), so that one that vanished is found; 0: never, and a "
 	  "peer that vanished is found only over a datagram core, by what it leaves "
-	  "unacknowledged (default: 1000)" },
+	  "unacknowledged. Also how long fi_close waits for a silent peer to take what was "
+	  "sent to it (the peer timeout when 0) (default: 1000)" },
 	{ "dgram_mtu", &layer_dgram_settings.mtu, 0, 65000,
 	  "Over a datagram core: bytes per datagram; 0 takes the core's max_msg_size (udp: "
 	  "1472, an Ethernet frame). Larger values fragment in IP unless the path carries "

@@ -460,6 +460,19 @@ size_t layer_conns_count(const struct layer_conns *conns)
 	return cnt;
 }
 
+bool layer_conns_has_queued(const struct layer_conns *conns)
+{
+	const struct util_dlist *item;
+	const struct layer_conn *conn;
+
+	util_dlist_foreach(&conns->live, item) {
+		conn = container_of(item, const struct layer_conn, link);
+		if (!util_dlist_empty(&conn->queued_tx) || !util_dlist_empty(&conn->fenced_tx))
+			return true;
+	}
+	return false;
+}
+
 /*
  * An AV entry was removed: the connection that sends to it fails (what waits on that peer
  * completes with an error instead of reaching an address that may be reused), and

@@ -180,6 +180,10 @@ static inline void layer_conns_watch(struct layer_conns *conns)
 /* The connections live (connecting or connected): what FI_OPT_LAYER_CONN_COUNT reads. */
 size_t layer_conns_count(const struct layer_conns *conns);
 
+/* Whether a live connection holds sends not yet given to the core (connecting, the core
+ * busy, or behind a fence). */
+bool layer_conns_has_queued(const struct layer_conns *conns);
+
 /* The AV's notices (under the endpoint's lock). */
 void layer_conns_av_inserted(struct layer_conns *conns);
 void layer_conns_av_removed(struct layer_conns *conns, size_t index);

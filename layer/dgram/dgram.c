@@ -18,6 +18,13 @@
  * Acknowledgements owed ride on the next DATA packet to the peer; they go alone at once for a
  * hole or a duplicate, after LAYER_DG_ACK_EVERY packets, and whenever a progress call finds
  * nothing to read (or the caller is about to sleep): a ping-pong pays no packet for them.
+ *
+ * Close: a send up to the inject size completes once copied, and an application often sends
+ * its last message and closes; so the close lingers until every peer has acknowledged what
+ * was sent to it, or has been silent for FI_OFI_LAYER_KEEPALIVE (the peer timeout without
+ * keepalives): it does not listen. Nothing goes up meanwhile: what peers send is acknowledged
+ * and dropped (a peer closing too does not wait for it), our reads and completions are
+ * dropped.
  */
 #include "config.h"
 
@@ -252,7 +259,8 @@ static void layer_dg_flush_acks(struct layer_dgram *dg, bool is_all, bool is_ask
 
 /* --- peers --- */
 
-static void layer_dg_peer_free(struct layer_dgram *dg, struct layer_dg_peer *peer)
+/* Frees the peer's ops and reads, without completions. */
+static void layer_dg_peer_drop(struct layer_dgram *dg, struct layer_dg_peer *peer)
 {
 	struct util_dlist *item;
 
@@ -262,6 +270,11 @@ static void layer_dg_peer_free(struct layer_dgram *dg, struct layer_dg_peer *pee
 		layer_dg_op_free(dg, container_of(item, struct layer_dg_op, link));
 	while ((item = util_dlist_pop_front(&peer->reads)))
 		free(container_of(item, struct layer_dg_read, link));
+}
+
+static void layer_dg_peer_free(struct layer_dgram *dg, struct layer_dg_peer *peer)
+{
+	layer_dg_peer_drop(dg, peer);
 	layer_dg_rel_fini(dg, peer);
 	free(peer);
 }
@@ -330,6 +343,12 @@ void layer_dg_peer_reset(struct layer_dgram *dg, struct layer_dg_peer *peer, int
 	FI_INFO(&layer_prov, FI_LOG_EP_DATA, "datagram transport: session with a peer ends: "
 		"%s (%" PRIu64 " retransmissions, %" PRIu64 " duplicates so far)\n",
 		fi_strerror(err), dg->stats_retx, dg->stats_dup);
+	if (unlikely(dg->is_closing)) {
+		/* what was left for it is lost with it; nothing goes up any more */
+		layer_dg_peer_drop(dg, peer);
+		layer_dg_rel_reset(dg, peer);
+		return;
+	}
 	/* What is outstanding is set apart first: whatever the upcalls send is the new
 	 * session's. */
 	while ((item = util_dlist_pop_front(&peer->inflight)))
@@ -392,7 +411,7 @@ static struct layer_dg_peer *layer_dg_src(struct layer_dgram *dg, const struct l
 
 	if (src != FI_ADDR_NOTAVAIL)
 		peer = layer_dg_peer_of(dg, src);
-	if (peer || !(hdr->flags & LAYER_DG_SYN) ||
+	if (peer || dg->is_closing || !(hdr->flags & LAYER_DG_SYN) ||
 	    pkt->len < sizeof(*hdr) + dg->core->addrlen)
 		return peer;
 	if (layer_addr_normalize(dg->core->domain->addr_format, hdr + 1, dg->core->addrlen,
@@ -456,6 +475,10 @@ static void layer_dg_handle(struct layer_dgram *dg, struct layer_dg_pkt *pkt, si
 	if (hdr->flags & LAYER_DG_ACK_REQ)
 		peer->is_ack_asked = true;
 	layer_dg_owe_ack(dg, peer);
+	if (unlikely(dg->is_closing)) {
+		layer_dg_rel_discard(dg, peer, pkt->seq);
+		goto put;
+	}
 	layer_dg_rel_data(dg, peer, pkt);
 	return;
 put:
@@ -499,7 +522,7 @@ static void layer_dg_timers(struct layer_dgram *dg)
 		}
 		next = UTIL_MIN(next, at);
 	}
-	if (layer_settings.keepalive_ms) {
+	if (layer_settings.keepalive_ms && !dg->is_closing) {
 		layer_dg_keepalive(dg);
 		next = UTIL_MIN(next, dg->now_us + layer_settings.keepalive_ms * 1000 / 4);
 	}
@@ -784,12 +807,59 @@ err_free:
 	return ret;
 }
 
+/*
+ * Whether the close still waits on a peer: it has something unacknowledged, and it was heard
+ * within the last quiet_us (or since the close began): a peer silent that long is taken as not
+ * listening (gone, or not progressing: in the same thread, say), and left behind.
+ */
+static bool layer_dg_is_lingering(struct layer_dgram *dg, uint64_t start_us, uint64_t quiet_us)
+{
+	struct layer_dg_peer *peer, *tmp;
+
+	HASH_ITER(hh, dg->by_addr, peer, tmp) {
+		if (!layer_dg_rel_is_idle(peer) &&
+		    dg->now_us - UTIL_MAX(start_us, peer->last_rx_us) < quiet_us)
+			return true;
+	}
+	return false;
+}
+
+/* Close: what peers have not acknowledged still goes, while they listen (above). */
+static void layer_dg_linger(struct layer_dgram *dg)
+{
+	const struct timespec pause = { .tv_nsec = 20000 };
+	size_t quiet_ms = layer_settings.keepalive_ms ? layer_settings.keepalive_ms :
+			  layer_settings.peer_timeout_ms;
+	struct layer_dg_peer *peer, *tmp;
+	struct util_dlist *item;
+	uint64_t start_us;
+
+	dg->is_closing = true;
+	HASH_ITER(hh, dg->by_addr, peer, tmp) {
+		/* the sends go; no completion does */
+		util_dlist_foreach(&peer->txq, item)
+			container_of(item, struct layer_dg_op, link)->ctx = NULL;
+		util_dlist_foreach(&peer->inflight, item)
+			container_of(item, struct layer_dg_op, link)->ctx = NULL;
+		while ((item = util_dlist_pop_front(&peer->reads)))
+			free(container_of(item, struct layer_dg_read, link));
+		layer_dg_rel_close(dg, peer);
+	}
+	dg->now_us = start_us = layer_dg_now();
+	while (layer_dg_is_lingering(dg, start_us, (uint64_t) quiet_ms * 1000)) {
+		(void) nanosleep(&pause, NULL);
+		layer_dgram_progress(dg);
+	}
+}
+
 void layer_dgram_close(struct layer_dgram *dg)
 {
 	struct layer_dg_peer *peer, *tmp;
 
 	/* what peers sent us is acknowledged: their sends complete (a process that receives its
 	 * last message and closes is common) */
+	layer_dg_flush_acks(dg, true, true);
+	layer_dg_linger(dg);
 	layer_dg_flush_acks(dg, true, true);
 	layer_dg_fault_flush(dg);
 	/* closing the core endpoint drops its posted datagrams: no completion follows */

@@ -152,6 +152,7 @@ struct layer_dgram {
 	struct util_dlist ack_peers;  /* peers owed an acknowledgement */
 	struct util_dlist busy_peers; /* peers with something unacknowledged or to send */
 	bool is_buf_short;            /* a message waits for a buffer above */
+	bool is_closing;              /* layer_dgram_close lingers: nothing goes up */
 	uint64_t now_us;              /* the clock as of this progress call */
 	uint64_t next_timer_us;       /* timers need not be looked at before */
 	struct layer_dg_fault fault;
@@ -179,6 +180,10 @@ int layer_dg_rel_init(struct layer_dgram *dg, struct layer_dg_peer *peer);
 void layer_dg_rel_fini(struct layer_dgram *dg, struct layer_dg_peer *peer);
 /* A new session both ways: numbers from 0, windows empty (packets dropped). */
 void layer_dg_rel_reset(struct layer_dgram *dg, struct layer_dg_peer *peer);
+/* Close: the peer's held packets dropped; from now on its data is acknowledged, not taken. */
+void layer_dg_rel_close(struct layer_dgram *dg, struct layer_dg_peer *peer);
+/* While closing: the peer's packet seq, acknowledged and dropped. */
+void layer_dg_rel_discard(struct layer_dgram *dg, struct layer_dg_peer *peer, uint32_t seq);
 /* Cuts queued ops into packets and sends them as the windows let. */
 void layer_dg_rel_push(struct layer_dgram *dg, struct layer_dg_peer *peer);
 /* The peer's acknowledgement in hdr. */

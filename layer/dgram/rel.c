@@ -303,6 +303,27 @@ void layer_dg_rel_data(struct layer_dgram *dg, struct layer_dg_peer *peer,
 		layer_dg_rel_drain(dg, peer);
 }
 
+void layer_dg_rel_close(struct layer_dgram *dg, struct layer_dg_peer *peer)
+{
+	size_t i;
+
+	for (i = 0; i < dg->window; i++) {
+		if (peer->rx_win[i])
+			layer_dg_pkt_put(dg, peer->rx_win[i]);
+		peer->rx_win[i] = NULL;
+	}
+	peer->rx_held = 0;
+}
+
+void layer_dg_rel_discard(struct layer_dgram *dg, struct layer_dg_peer *peer, uint32_t seq)
+{
+	/* nothing is held: whatever came before it is taken as dropped too */
+	if (!util_seq_before(seq, peer->rcv_nxt) && seq - peer->rcv_nxt < dg->window)
+		peer->rcv_nxt = seq + 1;
+	peer->ack_owed++;
+	peer->is_ack_now = true;
+}
+
 void layer_dg_rel_fill_ack(struct layer_dgram *dg, struct layer_dg_peer *peer,
 			   struct layer_dg_hdr *hdr)
 {

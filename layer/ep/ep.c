@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "layer/ep/ep.h"
 #include "layer/nosys.h"
@@ -436,6 +437,25 @@ static int layer_ep_control(struct fid *fid, int command, void *arg)
 	return ret;
 }
 
+/*
+ * Close: sends the application was told are done (an inject completes once copied) may still
+ * wait in the layer, for their connection or for room in the core; progress runs until none
+ * does, for at most FI_OFI_LAYER_KEEPALIVE (the peer timeout without keepalives): the peer
+ * has to progress meanwhile for a connection to open. What still waits then is dropped.
+ */
+static void layer_ep_linger(struct layer_ep *ep)
+{
+	const struct timespec pause = { .tv_nsec = 20000 };
+	uint64_t deadline = util_now_ms() + (layer_settings.keepalive_ms ?
+					     layer_settings.keepalive_ms :
+					     layer_settings.peer_timeout_ms);
+
+	while (layer_conns_has_queued(&ep->conns) && util_now_ms() < deadline) {
+		layer_ep_run_progress(ep);
+		(void) nanosleep(&pause, NULL);
+	}
+}
+
 static int layer_ep_close(struct fid *fid)
 {
 	struct layer_ep *ep = container_of(fid, struct layer_ep, ep_fid.fid);
@@ -453,9 +473,11 @@ static int layer_ep_close(struct fid *fid)
 		util_progress_set_del(&ep->domain->eps, &ep->domain_hook);
 
 	layer_ep_lock(ep);
-	/* what the last progress kept goes while it can (answers a peer may wait for) */
-	if (ep->is_enabled)
+	if (ep->is_enabled) {
+		layer_ep_linger(ep);
+		/* what the last progress kept goes while it can (answers a peer may wait for) */
 		(void) layer_ep_flush(ep);
+	}
 	/* the core objects go first: nothing completes after, everything is freed as it is */
 	ep->core->ops->close(ep->core);
 	layer_conns_close(&ep->conns);

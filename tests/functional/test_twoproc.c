@@ -7,6 +7,13 @@
  *
  * Over a reliable-datagram core the abrupt exit is left out (the core reports no lost peer,
  * fi_layer(7) LIMITATIONS): the first child quits cleanly instead, and the restart follows.
+ *
+ * Last words (over a datagram core): a child injects a burst of messages (complete once copied)
+ * to the parent, which does not progress meanwhile: its connection is not open yet, and most
+ * would not be acknowledged. Then the child closes its endpoint and exits; the parent must
+ * receive every one, in order (the close lingers until they are given to the core, and the
+ * datagram transport's until they are acknowledged, while the parent is silent for less than
+ * FI_OFI_LAYER_KEEPALIVE, set to a minute for the child).
  */
 #include "common.h"
 
@@ -21,9 +28,12 @@
 #define BIG_PENDING (16 * 1024 * 1024)
 #define PINGS 1000
 #define DEAD_SENDS 20
+#define LAST_WORDS 300
 
 /* In-band commands to the child: an empty message makes it exit at once, "Q" cleanly. */
 #define CMD_QUIT 'Q'
+/* From the "burst" child through the pipe: its burst is sent, it closes now. */
+#define PIPE_SENT 'S'
 
 static struct fi_info *hints;
 
@@ -49,7 +59,26 @@ static bool parent_gone(int rfd)
 	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLERR));
 }
 
-/* Echoes every message back until told to stop; says hello first when asked to. */
+/* Last words: LAST_WORDS injects numbered 0, 1, ..., then close at once (see the top). */
+static int child_burst(struct lt_ep *ep, fi_addr_t parent, int wfd)
+{
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	char sent = PIPE_SENT;
+	uint32_t i;
+	ssize_t ret;
+
+	for (i = 0; i < LAST_WORDS; i++) {
+		while ((ret = fi_inject(ep->ep, &i, sizeof(i), parent)) == -FI_EAGAIN &&
+		       lt_now_ms() < deadline)
+			lt_progress();
+		if (ret)
+			return 5;
+	}
+	return lt_pipe_send(wfd, &sent, 1) ? 2 : 0;
+}
+
+/* Echoes every message back until told to stop; says hello first when asked to; or (role
+ * "burst") sends its last words. */
 static int child_main(const char *role, int rfd, int wfd)
 {
 	struct fi_context2 rctx, sctx;
@@ -79,6 +108,12 @@ static int child_main(const char *role, int rfd, int wfd)
 	}
 	if (lt_recv(&ep, rbuf, MAX_MSG, FI_ADDR_UNSPEC, &rctx))
 		return 3;
+	if (!strcmp(role, "burst")) {
+		deadline = 0;
+		n = child_burst(&ep, parent, wfd);
+		if (n)
+			return (int) n;
+	}
 	while (lt_now_ms() < deadline && !parent_gone(rfd)) {
 		if (!lt_cq_next(&ep.rx, &comp, 100))
 			continue;
@@ -260,6 +295,41 @@ out:
 	free(small);
 }
 
+/* Last words (see the top): every message of a child that closed right after sending them. */
+static void test_last_words(void)
+{
+	struct lt_child child = {.to_child = -1, .from_child = -1};
+	struct fi_context2 rctx;
+	struct lt_comp comp;
+	uint32_t got = 0, msg = UINT32_MAX;
+	fi_addr_t peer;
+	char sent = 0;
+	int status;
+
+	/* the child's close waits for the parent as long as it stays silent for less than the
+	 * keepalive period: long enough here for any scheduling delay of the parent */
+	setenv("FI_OFI_LAYER_KEEPALIVE", "60000", 1);
+	peer = start_child("burst", &child);
+	unsetenv("FI_OFI_LAYER_KEEPALIVE");
+	if (!LT_CHECK(peer != FI_ADDR_NOTAVAIL, "last words: a child started"))
+		return;
+	/* no progress here until the child has sent all and is closing */
+	LT_CHECK(lt_pipe_recv(child.from_child, &sent, 1, LT_TIMEOUT_MS) == 1 && sent == PIPE_SENT,
+		 "last words: the child injected %d messages", LAST_WORDS);
+	for (; got < LAST_WORDS; got++) {
+		msg = UINT32_MAX;
+		if (lt_recv(&ep, &msg, sizeof(msg), FI_ADDR_UNSPEC, &rctx) ||
+		    !lt_cq_next(&ep.rx, &comp, LT_TIMEOUT_MS) || comp.err || msg != got)
+			break;
+	}
+	LT_CHECK(got == LAST_WORDS,
+		 "last words: all %d messages of the child that closed arrive, in order (%u; the "
+		 "next: %u)", LAST_WORDS, got, msg);
+	status = lt_child_reap(&child, LT_TIMEOUT_MS, false);
+	LT_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		 "last words: the child closed its endpoint and exited 0 (status %#x)", status);
+}
+
 int main(int argc, char **argv)
 {
 	struct fi_context2 posted;
@@ -331,6 +401,13 @@ int main(int argc, char **argv)
 	status = lt_child_reap(&child, LT_TIMEOUT_MS, false);
 	LT_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		 "the new child closed its objects and exited 0 (status %#x)", status);
+
+	if (!strcmp(lt_core_name(), "udp"))
+		test_last_words();
+	else
+		lt_note("last words: run over a datagram core only, whose transport is the layer's: "
+			"over a connected core, a close with the peer's data unread resets the "
+			"connection, and the peer's core drops what it had not read (fi_layer(7))");
 
 	lt_ep_close(&ep);
 	lt_dom_close(&dom);
