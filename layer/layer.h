@@ -97,6 +97,14 @@ struct layer_settings {
 };
 extern struct layer_settings layer_settings;
 
+/* How long fi_close waits on a silent peer to take what was sent to it: a keepalive period,
+ * or the peer timeout without keepalives (fi_layer(7), the datagram transport, Close). */
+static inline size_t layer_close_wait_ms(void)
+{
+	return layer_settings.keepalive_ms ? layer_settings.keepalive_ms :
+					     layer_settings.peer_timeout_ms;
+}
+
 /* Capabilities the endpoint implements; fi_getinfo never advertises more. */
 #define LAYER_EP_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | \
 		       FI_DIRECTED_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | \

@@ -21,8 +21,7 @@
  *
  * Close: a send up to the inject size completes once copied, and an application often sends
  * its last message and closes; so the close lingers until every peer has acknowledged what
- * was sent to it, or has been silent for FI_OFI_LAYER_KEEPALIVE (the peer timeout without
- * keepalives): it does not listen. Nothing goes up meanwhile: what peers send is acknowledged
+ * was sent to it, or has been silent for layer_close_wait_ms(): it does not listen. Nothing goes up meanwhile: what peers send is acknowledged
  * and dropped (a peer closing too does not wait for it), our reads and completions are
  * dropped.
  */
@@ -259,6 +258,15 @@ static void layer_dg_flush_acks(struct layer_dgram *dg, bool is_all, bool is_ask
 
 /* --- peers --- */
 
+/* Frees the peer's reads, without completions. */
+static void layer_dg_reads_drop(struct layer_dg_peer *peer)
+{
+	struct util_dlist *item;
+
+	while ((item = util_dlist_pop_front(&peer->reads)))
+		free(container_of(item, struct layer_dg_read, link));
+}
+
 /* Frees the peer's ops and reads, without completions. */
 static void layer_dg_peer_drop(struct layer_dgram *dg, struct layer_dg_peer *peer)
 {
@@ -268,8 +276,7 @@ static void layer_dg_peer_drop(struct layer_dgram *dg, struct layer_dg_peer *pee
 		layer_dg_op_free(dg, container_of(item, struct layer_dg_op, link));
 	while ((item = util_dlist_pop_front(&peer->inflight)))
 		layer_dg_op_free(dg, container_of(item, struct layer_dg_op, link));
-	while ((item = util_dlist_pop_front(&peer->reads)))
-		free(container_of(item, struct layer_dg_read, link));
+	layer_dg_reads_drop(peer);
 }
 
 static void layer_dg_peer_free(struct layer_dgram *dg, struct layer_dg_peer *peer)
@@ -828,8 +835,6 @@ static bool layer_dg_is_lingering(struct layer_dgram *dg, uint64_t start_us, uin
 static void layer_dg_linger(struct layer_dgram *dg)
 {
 	const struct timespec pause = { .tv_nsec = 20000 };
-	size_t quiet_ms = layer_settings.keepalive_ms ? layer_settings.keepalive_ms :
-			  layer_settings.peer_timeout_ms;
 	struct layer_dg_peer *peer, *tmp;
 	struct util_dlist *item;
 	uint64_t start_us;
@@ -841,12 +846,11 @@ static void layer_dg_linger(struct layer_dgram *dg)
 			container_of(item, struct layer_dg_op, link)->ctx = NULL;
 		util_dlist_foreach(&peer->inflight, item)
 			container_of(item, struct layer_dg_op, link)->ctx = NULL;
-		while ((item = util_dlist_pop_front(&peer->reads)))
-			free(container_of(item, struct layer_dg_read, link));
-		layer_dg_rel_close(dg, peer);
+		layer_dg_reads_drop(peer);
+		layer_dg_rel_rx_drop(dg, peer);
 	}
 	dg->now_us = start_us = layer_dg_now();
-	while (layer_dg_is_lingering(dg, start_us, (uint64_t) quiet_ms * 1000)) {
+	while (layer_dg_is_lingering(dg, start_us, (uint64_t) layer_close_wait_ms() * 1000)) {
 		(void) nanosleep(&pause, NULL);
 		layer_dgram_progress(dg);
 	}

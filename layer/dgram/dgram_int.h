@@ -180,8 +180,9 @@ int layer_dg_rel_init(struct layer_dgram *dg, struct layer_dg_peer *peer);
 void layer_dg_rel_fini(struct layer_dgram *dg, struct layer_dg_peer *peer);
 /* A new session both ways: numbers from 0, windows empty (packets dropped). */
 void layer_dg_rel_reset(struct layer_dgram *dg, struct layer_dg_peer *peer);
-/* Close: the peer's held packets dropped; from now on its data is acknowledged, not taken. */
-void layer_dg_rel_close(struct layer_dgram *dg, struct layer_dg_peer *peer);
+/* The packets held past a hole from the peer, dropped (a reset; a close, after which its
+ * data is acknowledged, not taken: layer_dg_rel_discard). */
+void layer_dg_rel_rx_drop(struct layer_dgram *dg, struct layer_dg_peer *peer);
 /* While closing: the peer's packet seq, acknowledged and dropped. */
 void layer_dg_rel_discard(struct layer_dgram *dg, struct layer_dg_peer *peer, uint32_t seq);
 /* Cuts queued ops into packets and sends them as the windows let. */

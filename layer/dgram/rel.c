@@ -52,15 +52,12 @@ void layer_dg_rel_reset(struct layer_dgram *dg, struct layer_dg_peer *peer)
 	for (i = 0; i < dg->window; i++) {
 		if (peer->tx_win[i])
 			layer_dg_pkt_put(dg, peer->tx_win[i]);
-		if (peer->rx_win[i])
-			layer_dg_pkt_put(dg, peer->rx_win[i]);
 		peer->tx_win[i] = NULL;
-		peer->rx_win[i] = NULL;
 	}
+	layer_dg_rel_rx_drop(dg, peer);
 	peer->snd_una = peer->snd_nxt = peer->recover = 0;
 	peer->is_probed = false;
 	peer->rcv_nxt = 0;
-	peer->rx_held = 0;
 	peer->ack_owed = 0;
 	peer->is_ack_now = false;
 	peer->is_ack_asked = false;
@@ -303,7 +300,7 @@ void layer_dg_rel_data(struct layer_dgram *dg, struct layer_dg_peer *peer,
 		layer_dg_rel_drain(dg, peer);
 }
 
-void layer_dg_rel_close(struct layer_dgram *dg, struct layer_dg_peer *peer)
+void layer_dg_rel_rx_drop(struct layer_dgram *dg, struct layer_dg_peer *peer)
 {
 	size_t i;
 

@@ -440,15 +440,13 @@ static int layer_ep_control(struct fid *fid, int command, void *arg)
 /*
  * Close: sends the application was told are done (an inject completes once copied) may still
  * wait in the layer, for their connection or for room in the core; progress runs until none
- * does, for at most FI_OFI_LAYER_KEEPALIVE (the peer timeout without keepalives): the peer
- * has to progress meanwhile for a connection to open. What still waits then is dropped.
+ * does, for at most layer_close_wait_ms(): the peer has to progress meanwhile for a
+ * connection to open. What still waits then is dropped.
  */
 static void layer_ep_linger(struct layer_ep *ep)
 {
 	const struct timespec pause = { .tv_nsec = 20000 };
-	uint64_t deadline = util_now_ms() + (layer_settings.keepalive_ms ?
-					     layer_settings.keepalive_ms :
-					     layer_settings.peer_timeout_ms);
+	uint64_t deadline = util_now_ms() + layer_close_wait_ms();
 
 	while (layer_conns_has_queued(&ep->conns) && util_now_ms() < deadline) {
 		layer_ep_run_progress(ep);
