@@ -2,7 +2,7 @@
 unit_tests =
 unit_ldadd = util/libutil.la $(CMOCKA_LIBS) $(FABRIC_LIBS) $(PTHREAD_LIBS)
 unit_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-noinst_HEADERS += tests/unit/unit_fd.h
+noinst_HEADERS += tests/unit/unit_fd.h tests/unit/tagm_fixture.h
 
 # util/ objects: lists, buffer pools, wait sets, CQ, EQ, counters.
 unit_tests += tests/unit/test_list tests/unit/test_bufpool tests/unit/test_wait \
@@ -35,6 +35,9 @@ tests_unit_test_av_table_CFLAGS = $(unit_cflags)
 unit_tests += tests/unit/test_tagm
 tests_unit_test_tagm_LDADD = $(unit_ldadd)
 tests_unit_test_tagm_CFLAGS = $(unit_cflags)
+unit_tests += tests/unit/test_tagm_model
+tests_unit_test_tagm_model_LDADD = $(unit_ldadd)
+tests_unit_test_tagm_model_CFLAGS = $(unit_cflags)
 
 unit_tests += tests/unit/test_av_set
 tests_unit_test_av_set_LDADD = $(unit_ldadd)
