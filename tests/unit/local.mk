@@ -2,7 +2,7 @@
 unit_tests =
 unit_ldadd = util/libutil.la $(CMOCKA_LIBS) $(FABRIC_LIBS) $(PTHREAD_LIBS)
 unit_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
-noinst_HEADERS += tests/unit/unit_fd.h tests/unit/tagm_fixture.h
+noinst_HEADERS += tests/unit/unit_fd.h tests/unit/tagm_fixture.h tests/unit/av_table_fixture.h
 
 # util/ objects: lists, buffer pools, wait sets, CQ, EQ, counters.
 unit_tests += tests/unit/test_list tests/unit/test_bufpool tests/unit/test_wait \
@@ -31,6 +31,9 @@ tests_unit_test_mr_cache_CFLAGS = $(unit_cflags)
 unit_tests += tests/unit/test_av_table
 tests_unit_test_av_table_LDADD = $(unit_ldadd)
 tests_unit_test_av_table_CFLAGS = $(unit_cflags)
+unit_tests += tests/unit/test_av_table_random
+tests_unit_test_av_table_random_LDADD = $(unit_ldadd)
+tests_unit_test_av_table_random_CFLAGS = $(unit_cflags)
 
 unit_tests += tests/unit/test_tagm
 tests_unit_test_tagm_LDADD = $(unit_ldadd)
