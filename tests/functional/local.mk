@@ -53,9 +53,14 @@ tests_functional_test_ring_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_sleep
 tests_functional_test_sleep_SOURCES = tests/functional/test_sleep.c $(func_common)
 tests_functional_test_sleep_LDADD = $(func_ldadd)
+msg_fixture = tests/functional/msg_fixture.c tests/functional/msg_fixture.h
 func_tests += tests/functional/test_msg
-tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(func_common)
+tests_functional_test_msg_SOURCES = tests/functional/test_msg.c $(msg_fixture) $(func_common)
 tests_functional_test_msg_LDADD = $(func_ldadd)
+func_tests += tests/functional/test_msg_ep
+tests_functional_test_msg_ep_SOURCES = tests/functional/test_msg_ep.c $(msg_fixture) \
+	$(func_common)
+tests_functional_test_msg_ep_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_multi_recv
 tests_functional_test_multi_recv_SOURCES = tests/functional/test_multi_recv.c $(func_common)
 tests_functional_test_multi_recv_LDADD = $(func_ldadd)

@@ -19,6 +19,6 @@ case $? in
 0 | 77) ;;
 *) exit 1 ;;
 esac
-run_suite "tcp;ofi_layer with bounce buffers" test_msg test_tagged test_multi_recv \
+run_suite "tcp;ofi_layer with bounce buffers" test_msg test_msg_ep test_tagged test_multi_recv \
 	test_cancel test_twoproc test_threads test_tagged_threads test_malformed \
 	test_auth_data test_unexp test_peer_loss test_direct test_rma test_atomic test_coll

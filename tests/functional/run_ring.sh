@@ -11,8 +11,8 @@ export LAYER_TEST_PROV
 (
 	FI_OFI_LAYER_RING_SLOTS=1
 	export FI_OFI_LAYER_RING_SLOTS
-	run_suite "tcp;ofi_layer with one-slot rings" test_ring test_sleep test_msg test_tagged \
-		test_multi_recv test_unexp test_direct test_twoproc test_rma test_atomic test_coll
+	run_suite "tcp;ofi_layer with one-slot rings" test_ring test_sleep test_msg test_msg_ep \
+		test_tagged test_multi_recv test_unexp test_direct test_twoproc test_rma test_atomic test_coll
 )
 case $? in
 0 | 77) ;;
@@ -20,5 +20,5 @@ case $? in
 esac
 FI_OFI_LAYER_RING_SLOTS=0
 export FI_OFI_LAYER_RING_SLOTS
-run_suite "tcp;ofi_layer without rings" test_ring test_msg test_tagged test_direct test_rma \
-	test_atomic test_coll
+run_suite "tcp;ofi_layer without rings" test_ring test_msg test_msg_ep test_tagged test_direct \
+	test_rma test_atomic test_coll

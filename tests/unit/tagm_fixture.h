@@ -165,7 +165,8 @@ static inline int peek(struct fixture *f, uint64_t tag, uint64_t ignore, uint64_
 }
 
 /* FI_PEEK | FI_CLAIM: the id claimed by owner, or -1. */
-static inline int peek_claim(struct fixture *f, uint64_t tag, uint64_t ignore, uint64_t src, int owner)
+static inline int peek_claim(struct fixture *f, uint64_t tag, uint64_t ignore, uint64_t src,
+			     int owner)
 {
 	struct util_tagm_msg *msg = util_tagm_msg_search(&f->tagm, tag, ignore, src);
 
