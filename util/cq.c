@@ -122,6 +122,15 @@ static int util_cq_overrun(struct util_cq *cq, const char *what)
 	return -FI_EOVERRUN;
 }
 
+/* Writers hold the CQ's lock (or the application serialises them): no locked add needed,
+ * readers of the count only compare two readings. */
+static inline void util_cq_count_write(struct util_cq *cq)
+{
+	atomic_store_explicit(&cq->write_cnt,
+			      atomic_load_explicit(&cq->write_cnt, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t len,
 		  void *buf, uint64_t data, uint64_t tag, fi_addr_t src_addr)
 {
@@ -154,7 +163,7 @@ int util_cq_write(struct util_cq *cq, void *op_context, uint64_t flags, size_t l
 	entry->entry.data = data;
 	entry->entry.tag = tag;
 	entry->src_addr = src_addr;
-	atomic_fetch_add_explicit(&cq->write_cnt, 1, memory_order_relaxed);
+	util_cq_count_write(cq);
 	util_lock_release(&cq->lock);
 
 	util_cq_wake(cq);
@@ -183,7 +192,7 @@ int util_cq_write_error(struct util_cq *cq, const struct fi_cq_err_entry *err)
 	error->err.err_data_size = 0;
 	util_dlist_insert_tail(&error->link, &cq->errors);
 	cq->error_cnt++;
-	atomic_fetch_add_explicit(&cq->write_cnt, 1, memory_order_relaxed);
+	util_cq_count_write(cq);
 	util_lock_release(&cq->lock);
 
 	util_cq_wake(cq);
