@@ -14,5 +14,6 @@ util_libutil_la_SOURCES = \
 	util/coll_sched.h util/coll_sched.c \
 	util/av_table.h util/av_table_int.h util/av_table.c util/av_table_find.c \
 	util/av_set.h util/av_set.c \
+	util/cma.h util/cma.c \
 	util/tagm.h util/tagm_inl.h util/tagm.c
 util_libutil_la_LIBADD = $(FABRIC_LIBS) $(PTHREAD_LIBS)

@@ -70,6 +70,11 @@ unit_tests += tests/unit/test_rel
 tests_unit_test_rel_LDADD = $(unit_ldadd)
 tests_unit_test_rel_CFLAGS = $(unit_cflags)
 
+# util/cma: identities, reachability, copies out of a child's memory.
+unit_tests += tests/unit/test_cma
+tests_unit_test_cma_LDADD = $(unit_ldadd)
+tests_unit_test_cma_CFLAGS = $(unit_cflags)
+
 if HAVE_CMOCKA
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
