@@ -31,6 +31,7 @@ struct layer_settings layer_settings = {
 	.direct_rma = 1,
 	.peer_timeout_ms = 30000,
 	.keepalive_ms = 1000,
+	.cma_size = 16384,
 };
 
 struct fi_provider layer_prov = {
@@ -126,6 +127,12 @@ static const struct layer_param {
 	  "peer that vanished is found only over a datagram core, by what it leaves "
 	  "unacknowledged. Also how long fi_close waits for a silent peer to take what was "
 	  "sent to it (the peer timeout when 0) (default: 1000)" },
+	{ "cma_size", &layer_settings.cma_size, 0, (size_t) 1 << 40,
+	  "To a peer on the same host whose process may read this one's memory (cross-memory "
+	  "attach, process_vm_readv(2): the same user, or CAP_SYS_PTRACE), messages, RMA "
+	  "writes, RMA read answers and atomic operands from this many bytes go by "
+	  "rendezvous, the peer copying the data straight from this process's memory in one "
+	  "system call instead of through the core; 0: never (default: 16384)" },
 	{ "dgram_mtu", &layer_dgram_settings.mtu, 0, 65000,
 	  "Over a datagram core: bytes per datagram; 0 takes the core's max_msg_size (udp: "
 	  "1472, an Ethernet frame). Larger values fragment in IP unless the path carries "

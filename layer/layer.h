@@ -94,6 +94,8 @@ struct layer_settings {
 	size_t peer_timeout_ms; /* liveness: a peer silent this long while something waits on
 				 * it is lost (conn/liveness.c, dgram/) */
 	size_t keepalive_ms;  /* liveness: such a peer is probed after this much silence */
+	size_t cma_size;      /* bytes from which data to a peer on the host goes by cross-memory
+			       * attach (cma/cma.h); 0: never */
 };
 extern struct layer_settings layer_settings;
 

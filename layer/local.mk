@@ -1,8 +1,8 @@
 # The provider: liblayer-fi.so, exporting only fi_prov_ini. The endpoint is a stack of one
 # folder per layer (layer/ep/ep.h draws it): ep/ (API), proto/ (transmit and receive paths),
 # conn/ (connections and peers), core/ (core adapters), dgram/ (the reliable transport a
-# datagram core runs under the RDM adapter); beside proto/, rma/, atomic/ and coll/
-# (collectives).
+# datagram core runs under the RDM adapter); beside proto/, rma/, atomic/, coll/
+# (collectives) and cma/ (cross-memory attach to peers on the host).
 pkglibdir = $(libdir)/libfabric
 pkglib_LTLIBRARIES = liblayer-fi.la
 liblayer_fi_la_SOURCES = \
@@ -16,6 +16,7 @@ liblayer_fi_la_SOURCES = \
 	layer/ep/atomic.c layer/ep/coll.c \
 	layer/coll/coll.h layer/coll/coll.c layer/coll/group.c \
 	layer/rma/rma.h layer/rma/rma.c layer/rma/rma_target.c layer/rma/grant.h layer/rma/grant.c \
+	layer/cma/cma.h layer/cma/cma.c \
 	layer/atomic/atomic.h layer/atomic/atomic.c layer/atomic/atomic_target.c \
 	layer/proto/proto.h layer/proto/proto.c layer/proto/tx.h layer/proto/tx.c \
 	layer/proto/rndv.h layer/proto/rndv.c layer/proto/rx.h layer/proto/rx.c \

@@ -68,8 +68,9 @@ static void layer_atomic_gather(void *dst, const struct layer_atomic_req *req, s
  * Operands larger than the peer's buffers take: copied together and registered for the
  * target to read; the description where the first segment would be, the segments after it.
  */
-static int layer_atomic_rndv(struct layer_proto *proto, struct layer_tx *tx,
-			     const struct layer_atomic_req *req, size_t operand_len)
+static int layer_atomic_rndv(struct layer_proto *proto, struct layer_conn *conn,
+			     struct layer_tx *tx, const struct layer_atomic_req *req,
+			     size_t operand_len)
 {
 	struct iovec iov;
 	int ret;
@@ -80,7 +81,7 @@ static int layer_atomic_rndv(struct layer_proto *proto, struct layer_tx *tx,
 	layer_atomic_gather(tx->bounce, req, req->len);
 	iov.iov_base = tx->bounce;
 	iov.iov_len = operand_len;
-	ret = layer_rndv_register(proto, tx, &iov, 1, tx->segs + 1);
+	ret = layer_rndv_register(proto, conn, tx, &iov, 1, tx->segs + 1);
 	if (ret)
 		return ret;
 	tx->hdr.seg_cnt = (uint16_t) tx->reg_cnt;
@@ -159,7 +160,7 @@ ssize_t layer_atomic_start(struct layer_proto *proto, const struct layer_atomic_
 	/* at most the inject size, as every peer takes, always whole: in order (layer.h) */
 	if (sizeof(desc) + operand_len > UTIL_MAX(conn->chan->tx_eager, LAYER_INJECT_SIZE)) {
 		/* larger than the peer's buffers take: the target reads them */
-		ret = layer_atomic_rndv(proto, tx, req, operand_len);
+		ret = layer_atomic_rndv(proto, conn, tx, req, operand_len);
 	} else if (sizeof(desc) + operand_len <= LAYER_INJECT_SIZE) {
 		/* small: the description and operands in the entry */
 		layer_atomic_gather(tx->inline_data + sizeof(desc), req, req->len);

@@ -95,6 +95,13 @@ struct layer_conn {
 	/* Direct RMA's (rma/grant.h): the grants either side made on it; NULL until one is
 	 * made. One allocation, freed with the connection. */
 	struct layer_grants *grants;
+	/* Cross-memory attach's (cma/cma.h), with a peer on this host. */
+	uint32_t cma_pid;              /* the peer's pid, once this process found it reads the
+					* peer's memory; 0: it does not */
+	bool cma_is_checked;           /* the peer said who it is, and was checked */
+	bool cma_is_read;              /* the peer said it reads this process's memory */
+	bool cma_is_said;              /* this side said who it is */
+	bool cma_said_reads;           /* ... and that it reads the peer */
 };
 
 /* What the connection layer calls above it: the transmit and receive paths (proto/). */

@@ -346,6 +346,7 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 	case LAYER_OP_READ_REQ:
 	case LAYER_OP_ATOMIC:
 	case LAYER_OP_PING:
+	case LAYER_OP_CMA:
 		/* the peer's requests, on its key slot */
 		in = hdr->key_slot < peer->in_cnt ? &peer->in[hdr->key_slot] : NULL;
 		rchan = in ? layer_rdm_in_chan(rcore, peer, hdr->key_slot) : NULL;
@@ -364,7 +365,7 @@ static void layer_rdm_handle_buf(struct layer_rdm_core *rcore, struct layer_buf 
 		layer_core_repost(&rcore->core, buf);
 		return;
 	default:
-		/* ACK, PACE, UNPACE, READ_RESP: about our sends to the peer */
+		/* ACK, PACE, UNPACE, READ_RESP, PONG, CMA_BACK: about our sends to the peer */
 		if (unlikely(util_dlist_empty(&peer->out_chans))) {
 			layer_rdm_drop(rcore, buf, "a reply from a peer this endpoint sends nothing "
 				       "to");

@@ -45,6 +45,10 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	    ((hdr->op != LAYER_OP_EAGER && hdr->op != LAYER_OP_RTS) ||
 	     (hdr->flags & (LAYER_HDR_TAGGED | LAYER_HDR_CQ_DATA | LAYER_HDR_ACK_REQ))))
 		return false;
+	if (unlikely(hdr->flags & LAYER_HDR_CMA) &&
+	    (!hdr->seg_cnt || (hdr->op != LAYER_OP_RTS && hdr->op != LAYER_OP_WRITE_RTS &&
+			       hdr->op != LAYER_OP_READ_RESP && hdr->op != LAYER_OP_ATOMIC)))
+		return false;
 	if (unlikely(hdr->flags & LAYER_HDR_UNANSWERED) &&
 	    (hdr->op != LAYER_OP_ATOMIC || hdr->seg_cnt))
 		return false;
@@ -87,6 +91,9 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 			      hdr->seg_cnt * sizeof(struct layer_rts_seg);
 	case LAYER_OP_GRANT:
 		return len == sizeof(*hdr) + sizeof(struct layer_grant);
+	case LAYER_OP_CMA:
+	case LAYER_OP_CMA_BACK:
+		return len == sizeof(*hdr) + sizeof(struct layer_cma_hello);
 	case LAYER_OP_ACK:
 	case LAYER_OP_REVOKE:
 	case LAYER_OP_PACE:

@@ -36,6 +36,14 @@
  * the target sends it on every connection it granted the region on when the region closes or
  * gets a counter, before the application's next message on it.
  *
+ * Cross-memory attach (cma/cma.h), between processes of one host: each side of a connection
+ * sends CMA (struct layer_cma_hello: who it is, and whether it has found that it reads the
+ * peer's memory) when the connection opens, or in answer to the peer's, and again when what
+ * it said changes; CMA_BACK is the same on a channel the peer opened (an RDM core routes it
+ * as an answer). A side the peer said it reads names, from the CMA size on, its own
+ * addresses in RTS, WRITE_RTS and READ_RESP (CMA set), which the peer copies with one system
+ * call instead of reading them with the core's RMA; everything else is unchanged.
+ *
  * Collectives (coll/coll.h) travel as EAGER and RTS messages with COLL set: matched in the
  * endpoint's own queue, never the application's, by their tag (struct layer_coll_tag: group,
  * call, round) and their sender. COLL_ABORT (tag: group and call) tells the members of a
@@ -64,8 +72,9 @@
 
 #include "layer/layer.h"
 #include "util/atomic.h"
+#include "util/cma.h"
 
-#define LAYER_PROTO_VERSION 9
+#define LAYER_PROTO_VERSION 10
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -86,7 +95,9 @@
 	X(PING, "ping")           /* liveness: are you there? */               \
 	X(PONG, "pong")           /* liveness: yes */                         \
 	X(GRANT, "grant")         /* direct RMA: how the core names a region */ \
-	X(REVOKE, "revoke")       /* direct RMA: that grant is over */
+	X(REVOKE, "revoke")       /* direct RMA: that grant is over */          \
+	X(CMA, "cma")             /* who this process is, for a peer on its host */ \
+	X(CMA_BACK, "cma-back")   /* the same, on a channel the peer opened */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -114,9 +125,12 @@ const char *layer_op_str(unsigned op);
 					* target's to log) */
 #define LAYER_HDR_INLINE (1u << 7) /* READ_RESP of at most 8 bytes: they are in data, the
 				    * message is the header alone */
+#define LAYER_HDR_CMA (1u << 8) /* RTS, WRITE_RTS, READ_RESP, ATOMIC with segments: they
+				 * are the sender's own addresses, for the receiver to copy
+				 * from by cross-memory attach (cma/cma.h), not the core's */
 #define LAYER_HDR_FLAGS (LAYER_HDR_CQ_DATA | LAYER_HDR_TAGGED | LAYER_HDR_ACK_REQ | \
 			 LAYER_HDR_FAILED | LAYER_HDR_DELIVERY | LAYER_HDR_COLL | \
-			 LAYER_HDR_UNANSWERED | LAYER_HDR_INLINE)
+			 LAYER_HDR_UNANSWERED | LAYER_HDR_INLINE | LAYER_HDR_CMA)
 
 struct layer_hdr {
 	uint8_t version;    /* LAYER_PROTO_VERSION */
@@ -250,5 +264,14 @@ enum layer_reject_reason {
 	LAYER_REJECT_DUPLICATE = 2, /* both endpoints asked at once: the acceptor's own
 				     * request is the connection both keep (conn/conn.c) */
 };
+
+/* CMA's payload (cma/cma.h). */
+struct layer_cma_hello {
+	struct util_cma_id id;         /* the sender, as util/cma.h checks it */
+	uint32_t flags;                /* LAYER_CMA_* */
+	uint32_t reserved;
+};
+
+#define LAYER_CMA_READS (1u << 0)      /* the sender reads the receiver's memory */
 
 #endif /* LAYER_CORE_WIRE_H */

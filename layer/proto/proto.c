@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "layer/cma/cma.h"
 #include "layer/coll/coll.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
@@ -100,6 +101,7 @@ static inline struct layer_proto *layer_proto_of(void *arg)
 
 static void layer_proto_up_ready(void *arg, struct layer_conn *conn)
 {
+	layer_cma_start(layer_proto_of(arg), conn);
 	layer_tx_flush(layer_proto_of(arg), conn);
 }
 

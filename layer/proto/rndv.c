@@ -9,17 +9,22 @@
 
 #include <string.h>
 
+#include "layer/cma/cma.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
 
-int layer_rndv_register(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
-			size_t iov_cnt, struct layer_rts_seg *segs)
+int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
+			const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs)
 {
 	size_t i;
 	int ret;
 
+	if (conn->cma_is_read) {
+		layer_cma_name(tx, iov, iov_cnt, segs);
+		return 0;
+	}
 	for (i = 0; i < iov_cnt; i++) {
 		if (!iov[i].iov_len)
 			continue;
@@ -37,8 +42,8 @@ int layer_rndv_register(struct layer_proto *proto, struct layer_tx *tx, const st
 	return 0;
 }
 
-int layer_rndv_prepare(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
-		       size_t iov_cnt)
+int layer_rndv_prepare(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
+		       const struct iovec *iov, size_t iov_cnt)
 {
 	size_t n;
 	int ret;
@@ -47,7 +52,7 @@ int layer_rndv_prepare(struct layer_proto *proto, struct layer_tx *tx, const str
 	layer_rndv_release(proto, tx);
 	ret = layer_tx_want_ack(proto, tx);
 	if (!ret)
-		ret = layer_rndv_register(proto, tx, iov, iov_cnt, tx->segs);
+		ret = layer_rndv_register(proto, conn, tx, iov, iov_cnt, tx->segs);
 	if (ret)
 		return ret;
 	n = tx->reg_cnt;
@@ -65,9 +70,12 @@ void layer_rndv_release(struct layer_proto *proto, struct layer_tx *tx)
 {
 	size_t i;
 
-	for (i = 0; i < tx->reg_cnt; i++)
-		layer_mr_rndv_put(proto->domain, tx->reg[i]);
+	for (i = 0; i < tx->reg_cnt; i++) {
+		if (tx->reg[i])
+			layer_mr_rndv_put(proto->domain, tx->reg[i]);
+	}
 	tx->reg_cnt = 0;
+	tx->hdr.flags &= (uint16_t) ~LAYER_HDR_CMA;
 }
 
 bool layer_rndv_issue_reads(struct layer_proto *proto, struct layer_rx *rx)
@@ -173,6 +181,7 @@ void layer_rndv_start_read(struct layer_proto *proto, struct layer_rx *rx,
 	rx->msg_buf = rx->iov_cnt ? rx->iov[0].iov_base : NULL;
 	rx->read_len = UTIL_MIN(hdr->size, rx->len);
 	rx->seg_cnt = hdr->seg_cnt;
+	rx->is_cma = hdr->flags & LAYER_HDR_CMA;
 	memcpy(rx->segs, buf->data + sizeof(*hdr), hdr->seg_cnt * sizeof(struct layer_rts_seg));
 	layer_rndv_run(proto, rx);
 }
@@ -188,6 +197,11 @@ void layer_rndv_run(struct layer_proto *proto, struct layer_rx *rx)
 
 	if (rx->conn->state == LAYER_CONN_CLOSED) {
 		rx->read_err = rx->conn->fail_err;
+		layer_rndv_finish(proto, rx);
+		return;
+	}
+	if (rx->is_cma) {
+		layer_cma_copy(proto, rx);
 		layer_rndv_finish(proto, rx);
 		return;
 	}

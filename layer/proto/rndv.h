@@ -15,14 +15,16 @@ struct layer_tx;
 struct layer_rx;
 
 /*
- * Registers iov's non-empty buffers for peers to read (tx->reg, kept until tx is freed) and
- * names them in segs, one each: tx->reg_cnt says how many. 0 or -FI_E*.
+ * Names iov's non-empty buffers in segs, one each, for conn's peer to read: registered (tx->reg,
+ * kept until tx is freed) for the core's RMA read, or, to a peer that reads this process's
+ * memory, as they are (cma/cma.h: tx->hdr gets LAYER_HDR_CMA). tx->reg_cnt says how many.
+ * 0 or -FI_E*.
  */
-int layer_rndv_register(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
-			size_t iov_cnt, struct layer_rts_seg *segs);
-/* Makes tx an RTS for the message in iov: its buffers registered. 0 or -FI_E*. */
-int layer_rndv_prepare(struct layer_proto *proto, struct layer_tx *tx, const struct iovec *iov,
-		       size_t iov_cnt);
+int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
+			const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs);
+/* Makes tx an RTS on conn for the message in iov, its buffers named. 0 or -FI_E*. */
+int layer_rndv_prepare(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
+		       const struct iovec *iov, size_t iov_cnt);
 /* The send is done: its registrations go back. */
 void layer_rndv_release(struct layer_proto *proto, struct layer_tx *tx);
 /*
@@ -34,7 +36,8 @@ void layer_rndv_start_read(struct layer_proto *proto, struct layer_rx *rx,
 			   const struct layer_buf *buf, size_t offset, size_t space,
 			   uint64_t cq_flags, bool is_released);
 /*
- * Runs the reads rx is set up for (conn, iov, segs, read_len, msg_id), then finishes it: an
+ * Runs the reads rx is set up for (conn, iov, segs, is_cma, read_len, msg_id), or its one copy
+ * (is_cma: cma/cma.h), then finishes it: an
  * RMA transfer's on_read_done, or the receive's completion and the sender's ACK.
  */
 void layer_rndv_run(struct layer_proto *proto, struct layer_rx *rx);

@@ -19,6 +19,7 @@
 
 #include "layer/atomic/atomic.h"
 #include "layer/av/av.h"
+#include "layer/cma/cma.h"
 #include "layer/coll/coll.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
@@ -557,6 +558,11 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf)
 	case LAYER_OP_GRANT:
 	case LAYER_OP_REVOKE:
 		layer_grant_arrive(proto, buf);
+		layer_core_repost(proto->core, buf);
+		return;
+	case LAYER_OP_CMA:
+	case LAYER_OP_CMA_BACK:
+		layer_cma_arrive(proto, buf);
 		layer_core_repost(proto->core, buf);
 		return;
 	case LAYER_OP_COLL_ABORT:

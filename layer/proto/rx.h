@@ -42,6 +42,8 @@ struct layer_rx {
 	size_t seg_idx, seg_off, iov_idx, iov_off, read_done;
 	struct layer_rts_seg segs[LAYER_RTS_MAX_SEGS];
 	uint32_t seg_cnt;
+	bool is_cma;                   /* segs are the peer's own addresses, copied by
+					* cross-memory attach (LAYER_HDR_CMA, cma/cma.h) */
 	/* an RMA transfer's reads (rma/): called instead of completing a receive */
 	void (*on_read_done)(struct layer_proto *proto, struct layer_rx *rx);
 	/* collective traffic (coll/): called instead of a completion (bytes received, err 0

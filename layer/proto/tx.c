@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer/cma/cma.h"
 #include "layer/proto/proto.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/tx.h"
@@ -360,7 +361,7 @@ static void layer_tx_pace(struct layer_proto *proto, struct layer_tx *tx)
 		cnt = tx->iov_cnt - 1;
 		memcpy(iov, &tx->iov[1], cnt * sizeof(*iov));
 	}
-	if (layer_rndv_prepare(proto, tx, iov, cnt))
+	if (layer_rndv_prepare(proto, tx->conn, tx, iov, cnt))
 		FI_INFO(&layer_prov, FI_LOG_EP_DATA, "a queued send stays eager\n");
 }
 
@@ -407,9 +408,11 @@ static int layer_tx_build(struct layer_proto *proto, struct layer_conn *conn,
 		tx->iov_cnt = 1;
 		return 0;
 	}
-	/* above the inject size, to a peer past its unexpected bound: rendezvous (unexp.c) */
-	if (len > conn->chan->tx_eager || unlikely(conn->peer->is_paced))
-		return layer_rndv_prepare(proto, tx, iov, iov_cnt);
+	/* above the inject size, to a peer past its unexpected bound (unexp.c), or from the
+	 * CMA size to a peer that reads this process (cma/cma.h): rendezvous */
+	if (len > conn->chan->tx_eager || unlikely(conn->peer->is_paced) ||
+	    layer_cma_is_for(conn, len))
+		return layer_rndv_prepare(proto, conn, tx, iov, iov_cnt);
 	if (iov_cnt < proto->core->iov_limit) {
 		/* Zero copy: the core sends the header and the user's buffers. */
 		tx->iov[0].iov_base = &tx->hdr;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer/cma/cma.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
@@ -26,8 +27,10 @@ static bool layer_rma_direct(struct layer_proto *proto, struct layer_conn *conn,
 	const struct layer_grant *grant;
 	uint64_t core_addr;
 
-	/* the core's RMA is served as it arrives: after every atomic before it was applied */
+	/* the core's RMA is served as it arrives: after every atomic before it was applied;
+	 * and to a peer on the host that reads this process, one copy does better (cma/cma.h) */
 	if ((flags & (FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA)) || !tx->len ||
+	    layer_cma_is_for(conn, tx->len) ||
 	    conn->blind_applied != conn->blind_sent || iov_cnt > proto->core->iov_limit ||
 	    ((flags & FI_INJECT) && tx->len > sizeof(tx->inline_data)))
 		return false;
@@ -96,14 +99,14 @@ static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum lay
 }
 
 /* A write too large for the peer's buffers names its registered buffers (WRITE_RTS). */
-static int layer_rma_write_rts(struct layer_proto *proto, struct layer_tx *tx,
-			       const struct iovec *iov, size_t iov_cnt)
+static int layer_rma_write_rts(struct layer_proto *proto, struct layer_conn *conn,
+			       struct layer_tx *tx, const struct iovec *iov, size_t iov_cnt)
 {
 	size_t n;
 	int ret;
 
 	/* after the target range */
-	ret = layer_rndv_register(proto, tx, iov, iov_cnt, tx->segs + 1);
+	ret = layer_rndv_register(proto, conn, tx, iov, iov_cnt, tx->segs + 1);
 	if (ret)
 		return ret;
 	n = tx->reg_cnt;
@@ -132,13 +135,14 @@ ssize_t layer_rma_write(struct layer_proto *proto, const struct iovec *iov, size
 	len = tx->len;
 	if (tx->is_direct)
 		goto post;
-	if (len > conn->chan->tx_rma_eager - sizeof(uint64_t)) {
-		/* too large for the peer's buffers: the target reads it */
+	if (len > conn->chan->tx_rma_eager - sizeof(uint64_t) || layer_cma_is_for(conn, len)) {
+		/* too large for the peer's buffers, or for a copy through the core to a peer
+		 * that reads this process: the target reads it */
 		if (flags & FI_REMOTE_CQ_DATA) {
 			tx->hdr.flags |= LAYER_HDR_CQ_DATA;
 			tx->hdr.data = data;
 		}
-		ret = layer_rma_write_rts(proto, tx, iov, iov_cnt);
+		ret = layer_rma_write_rts(proto, conn, tx, iov, iov_cnt);
 		goto post;
 	}
 	/* the target range in the header, the data after it, then any remote CQ data; the
@@ -300,6 +304,7 @@ void layer_rma_pull(struct layer_proto *proto, struct layer_rx *rx, struct layer
 	rx->msg_len = hdr->size;
 	rx->read_len = hdr->size;
 	rx->seg_cnt = seg_cnt;
+	rx->is_cma = hdr->flags & LAYER_HDR_CMA;
 	memcpy(rx->segs, segs, seg_cnt * LAYER_RMA_SEG_SIZE);
 	rx->on_read_done = done;
 	rx->job = job;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer/cma/cma.h"
 #include "layer/proto/rndv.h"
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
@@ -217,7 +218,7 @@ struct layer_tx *layer_rma_resp_new(struct layer_proto *proto, struct layer_conn
 	iov.iov_base = tx->bounce;
 	iov.iov_len = size;
 	if (!tx->bounce || layer_tx_want_ack(proto, tx) ||
-	    layer_rndv_register(proto, tx, &iov, 1, tx->segs))
+	    layer_rndv_register(proto, conn, tx, &iov, 1, tx->segs))
 		goto err;
 	tx->hdr.seg_cnt = (uint16_t) tx->reg_cnt;
 	tx->iov[0].iov_len = sizeof(tx->hdr) + tx->reg_cnt * LAYER_RMA_SEG_SIZE;
@@ -256,13 +257,14 @@ static struct layer_tx *layer_rma_resp_zcopy(struct layer_proto *proto, struct l
 		return NULL;
 	tx->hdr.tag = hdr->msg_id;
 	tx->hdr.size = hdr->size;
-	if (hdr->size <= conn->chan->tx_rma_eager) {
+	if (hdr->size <= conn->chan->tx_rma_eager && !layer_cma_is_for(conn, hdr->size)) {
 		for (i = 0; i < cnt; i++)
 			tx->iov[i + 1] = iov[i];
 		tx->iov_cnt = cnt + 1;
 		return tx;
 	}
-	if (layer_tx_want_ack(proto, tx) || layer_rndv_register(proto, tx, iov, cnt, tx->segs)) {
+	if (layer_tx_want_ack(proto, tx) ||
+	    layer_rndv_register(proto, conn, tx, iov, cnt, tx->segs)) {
 		layer_tx_discard(proto, tx);
 		return NULL;
 	}
@@ -292,8 +294,11 @@ static void layer_rma_read_in(struct layer_proto *proto, struct layer_buf *buf,
 		return;
 	}
 	layer_grant_offer(proto, conn, entry);
-	if (hdr->size <= LAYER_INJECT_SIZE ||
-	    (hdr->size <= conn->chan->tx_rma_eager && cnt + 1 >= proto->core->iov_limit)) {
+	if (layer_cma_is_for(conn, hdr->size)) {
+		/* the initiator copies it from the region (cma/cma.h) */
+		tx = layer_rma_resp_zcopy(proto, conn, hdr, iov, cnt);
+	} else if (hdr->size <= LAYER_INJECT_SIZE ||
+		   (hdr->size <= conn->chan->tx_rma_eager && cnt + 1 >= proto->core->iov_limit)) {
 		/* small, or in more pieces than the core takes at once: copied */
 		tx = layer_rma_resp_new(proto, conn, hdr->msg_id, hdr->size, &data);
 		if (tx)

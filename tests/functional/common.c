@@ -214,6 +214,11 @@ const char *lt_core_name(void)
 	return buf;
 }
 
+void lt_cma_off(void)
+{
+	setenv("FI_OFI_LAYER_CMA_SIZE", "0", 0);
+}
+
 bool lt_core_is_msg(void)
 {
 	const char *choice = getenv("FI_OFI_LAYER_CORE_EP_TYPE");

@@ -65,9 +65,13 @@ unsigned lt_failed(void);
  * test can count them.
  */
 void lt_log_capture(void);
-/* Restores stderr; the number of ofi_layer's warnings whose text holds one of what[], or -1
- * when nothing was captured. */
+/* The same at another level ("info"): its lines are the ones lt_log_count counts. */
+void lt_log_capture_at(const char *level);
+/* Restores stderr; the number of ofi_layer's warnings (lines of the captured level) whose
+ * text holds one of what[], or -1 when nothing was captured. */
 int lt_log_count(const char *const *what, size_t what_cnt);
+/* The same counted apart: counts[i] for what[i] (at most 16). 0, or -1 as above. */
+int lt_log_count_each(const char *const *what, size_t what_cnt, int *counts);
 
 /* ---- time ---- */
 
@@ -88,6 +92,12 @@ bool lt_is_layer(void);
 bool lt_core_is_msg(void);
 /* Whether ep's core places payloads in receive buffers itself (FI_OPT_LAYER_DIRECT_RECV). */
 bool lt_direct_recv(struct fid_ep *ep);
+/*
+ * For tests of the paths through the core: endpoints of one process reach each other by
+ * cross-memory attach, which carries large data instead (fi_layer(7)); this turns it off
+ * (FI_OFI_LAYER_CMA_SIZE=0) unless the environment says otherwise. First thing in main.
+ */
+void lt_cma_off(void);
 /* The core's name in the provider under test ("tcp" for "tcp;ofi_layer"). */
 const char *lt_core_name(void);
 /* The same two names in the other order ("ofi_layer;tcp"). */

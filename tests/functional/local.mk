@@ -105,6 +105,10 @@ tests_functional_test_server_port_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_twoproc
 tests_functional_test_twoproc_SOURCES = tests/functional/test_twoproc.c $(func_common)
 tests_functional_test_twoproc_LDADD = $(func_ldadd)
+# cross-memory attach between processes: both ways, RMA, refusals by the system
+func_tests += tests/functional/test_cma
+tests_functional_test_cma_SOURCES = tests/functional/test_cma.c $(func_common)
+tests_functional_test_cma_LDADD = $(func_ldadd)
 func_tests += tests/functional/test_tagged
 tests_functional_test_tagged_SOURCES = tests/functional/test_tagged.c $(func_common)
 tests_functional_test_tagged_LDADD = $(func_ldadd)
@@ -143,6 +147,8 @@ dist_check_SCRIPTS += tests/functional/run_ring.sh
 TESTS += tests/functional/run_ring.sh
 dist_check_SCRIPTS += tests/functional/run_rma_paths.sh
 TESTS += tests/functional/run_rma_paths.sh
+dist_check_SCRIPTS += tests/functional/run_without_cma.sh
+TESTS += tests/functional/run_without_cma.sh
 
 # libfabric's own fi_pingpong between two processes over ofi_layer; 77 without libfabric-bin.
 dist_check_SCRIPTS += tests/functional/run_fi_pingpong.sh

@@ -439,6 +439,7 @@ int main(int argc, char **argv)
 	const char *role;
 	int rfd, wfd;
 
+	lt_cma_off();
 	hints = lt_hints(FI_MSG | FI_TAGGED | FI_DIRECTED_RECV);
 	role = lt_child_role(argc, argv, &rfd, &wfd);
 	if (role) {

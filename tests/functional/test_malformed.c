@@ -233,6 +233,7 @@ int main(void)
 		return LT_EXIT_SKIP;
 	}
 	alarm(120);
+	lt_cma_off(); /* the raw peer speaks no CMA */
 	lt_log_capture();
 	open_layer(&l);
 	TRY(fi_recv(l.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, rbuf));

@@ -598,6 +598,7 @@ int main(void)
 	int i, err, warned;
 	char ctx;
 
+	lt_cma_off(); /* the raw peer speaks no CMA */
 	lt_log_capture();
 	lt_begin("test_ring");
 	if (!lt_is_layer() || !lt_core_is_msg() || strcasecmp(lt_core_name(), "tcp"))

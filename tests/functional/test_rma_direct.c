@@ -444,6 +444,7 @@ int main(void)
 {
 	struct fi_info *hints;
 
+	lt_cma_off();
 	lt_begin("rma_direct");
 	hints = lt_hints(FI_MSG | FI_RMA | FI_ATOMIC);
 	info = lt_getinfo_or_skip(hints);

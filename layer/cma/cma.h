@@ -1,0 +1,51 @@
+/*
+ * Cross-memory attach between processes of one host (util/cma.h): large data goes with one
+ * copy and one system call, process to process, instead of through the core (over tcp: two
+ * copies through the kernel's loopback, and its protocol).
+ *
+ * - Each side of a connection says who it is (CMA, core/wire.h) when the connection opens,
+ *   or in answer to the peer's. A side that finds it can read the peer's memory (same host
+ *   and pid namespace, the peer's cookie reads back: util_cma_reaches) keeps the peer's pid
+ *   on the connection and says so to the peer.
+ * - A side the peer said it reads sends, from FI_OFI_LAYER_CMA_SIZE bytes on, by
+ *   rendezvous: its messages (RTS), RMA writes (WRITE_RTS) and the answers to RMA reads
+ *   (READ_RESP), and atomics' large operands, name its own addresses (LAYER_HDR_CMA), with
+ *   no registration with the core; the peer copies them straight into place (the receive's
+ *   buffer, the target region) once the message is matched or the request checked, and
+ *   answers as after any rendezvous read. Everything else, and what the target checks, is
+ *   unchanged: keys, ranges, access, counters, remote CQ data, errors.
+ * - A copy the system refuses (the peer changed its credentials, or is gone) fails that
+ *   transfer (FI_EIO); the side that could not copy says it no longer reads the peer, whose
+ *   later transfers go through the core again.
+ *
+ * Direct RMA (rma/grant.h) yields to it: a write or read to a peer that reads this process
+ * goes as a request from the CMA size on. Runs under the endpoint's lock.
+ */
+#ifndef LAYER_CMA_CMA_H
+#define LAYER_CMA_CMA_H
+
+#include "layer/conn/conn.h"
+#include "layer/proto/proto.h"
+
+struct layer_rx;
+struct layer_tx;
+
+/* Whether len bytes to conn's peer go by cross-memory attach: the peer reads this process. */
+static inline bool layer_cma_is_for(const struct layer_conn *conn, size_t len)
+{
+	return conn->cma_is_read && len >= layer_settings.cma_size;
+}
+
+/* conn is open: this side says who it is (FI_OFI_LAYER_CMA_SIZE not 0). */
+void layer_cma_start(struct layer_proto *proto, struct layer_conn *conn);
+/* A CMA or CMA_BACK came in (buf stays the caller's). */
+void layer_cma_arrive(struct layer_proto *proto, struct layer_buf *buf);
+/* iov's non-empty buffers named in segs for the peer to copy (tx->reg_cnt of them, with no
+ * registration), tx marked LAYER_HDR_CMA. */
+void layer_cma_name(struct layer_tx *tx, const struct iovec *iov, size_t iov_cnt,
+		    struct layer_rts_seg *segs);
+/* Copies the rendezvous data rx is set up for (rx->segs: the peer's addresses) into rx->iov:
+ * rx->read_done or rx->read_err set. */
+void layer_cma_copy(struct layer_proto *proto, struct layer_rx *rx);
+
+#endif /* LAYER_CMA_CMA_H */
