@@ -102,7 +102,8 @@ static void layer_atomic_ack(struct layer_proto *proto, struct layer_conn *conn,
 			     const struct layer_hdr *hdr, int err)
 {
 	if (!(hdr->flags & LAYER_HDR_UNANSWERED))
-		layer_tx_ack_send(proto, conn, hdr->msg_id, err);
+		layer_tx_ack_send_kept(proto, conn, hdr->msg_id, err,
+				       !(hdr->flags & LAYER_HDR_CQ_DATA));
 }
 
 /* A refused request: logged as RMA's are, answered with the error. */

@@ -71,7 +71,7 @@ static bool layer_ep_flush(struct layer_ep *ep)
 }
 
 /*
- * Progress may keep the answers it sends to reads and fetching atomics (tx->may_keep: the
+ * Progress may keep the answers it sends to reads, writes and atomics (tx->may_keep: the
  * target's application hears nothing of those requests) in the rings' stage: when it handed
  * the application completions, until the endpoint's next call (its next send, or its next
  * progress, which starts with them), else to its end. The application usually answers a

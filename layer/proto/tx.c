@@ -605,11 +605,24 @@ int layer_tx_ctrl(struct layer_proto *proto, struct layer_conn *conn, enum layer
 	return layer_tx_ctrl_data(proto, conn, op, flags, msg_id, 0);
 }
 
+int layer_tx_ack_send_kept(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
+			   int err, bool may_keep)
+{
+	struct layer_tx *tx = layer_tx_ctrl_new(proto, LAYER_OP_ACK, err ? LAYER_HDR_FAILED : 0,
+						msg_id);
+
+	if (!tx)
+		return -FI_ENOMEM;
+	tx->hdr.data = (uint64_t) err;
+	tx->may_keep = may_keep;
+	layer_tx_ctrl_send(proto, conn, tx);
+	return 0;
+}
+
 int layer_tx_ack_send(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
 		      int err)
 {
-	return layer_tx_ctrl_data(proto, conn, LAYER_OP_ACK, err ? LAYER_HDR_FAILED : 0, msg_id,
-				  (uint64_t) err);
+	return layer_tx_ack_send_kept(proto, conn, msg_id, err, false);
 }
 
 void layer_tx_done(struct layer_proto *proto, struct layer_tx *tx, int err)

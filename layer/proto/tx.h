@@ -99,6 +99,13 @@ void layer_tx_ctrl_send(struct layer_proto *proto, struct layer_conn *conn, stru
 /* An ACK of msg_id: err 0, or the positive errno the request failed with. */
 int layer_tx_ack_send(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
 		      int err);
+/*
+ * The same for a target's answer to a write or a write-form atomic its application hears
+ * nothing of (no remote CQ data): may_keep lets it wait for the endpoint's next call, as a
+ * read's answer does (tx->may_keep, ep/ep.c), to leave with the application's next send.
+ */
+int layer_tx_ack_send_kept(struct layer_proto *proto, struct layer_conn *conn, uint64_t msg_id,
+			   int err, bool may_keep);
 
 /*
  * For the RMA paths (rma/): an application's transmit entry (counted against tx_size: NULL

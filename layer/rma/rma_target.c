@@ -130,7 +130,8 @@ static void layer_rma_write_in(struct layer_proto *proto, struct layer_buf *buf)
 		layer_rma_refused(hdr, &target, -ret);
 	}
 	if (!buf->is_answered)
-		layer_tx_ack_send(proto, conn, hdr->msg_id, -ret);
+		layer_tx_ack_send_kept(proto, conn, hdr->msg_id, -ret,
+				       !(hdr->flags & LAYER_HDR_CQ_DATA));
 }
 
 /* A WRITE_RTS's data is read: the registration goes back, the initiator hears. */
@@ -140,7 +141,8 @@ static void layer_rma_write_pulled(struct layer_proto *proto, struct layer_rx *r
 
 	layer_mr_target_put(proto->domain, rx->job, err ? 0 : FI_REMOTE_WRITE);
 	if (rx->conn->state != LAYER_CONN_CLOSED)
-		layer_tx_ack_send(proto, rx->conn, rx->msg_id, err ? FI_EIO : 0);
+		layer_tx_ack_send_kept(proto, rx->conn, rx->msg_id, err ? FI_EIO : 0,
+				       !(rx->cq_flags & FI_REMOTE_CQ_DATA));
 	if (!err)
 		layer_rma_written(proto, rx->read_len, rx->cq_flags & FI_REMOTE_CQ_DATA,
 				  rx->cq_data, rx->msg_src);
