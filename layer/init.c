@@ -32,6 +32,7 @@ struct layer_settings layer_settings = {
 	.peer_timeout_ms = 30000,
 	.keepalive_ms = 1000,
 	.cma_size = 16384,
+	.cma_msg_size = 65536,
 };
 
 struct fi_provider layer_prov = {
@@ -129,10 +130,16 @@ static const struct layer_param {
 	  "sent to it (the peer timeout when 0) (default: 1000)" },
 	{ "cma_size", &layer_settings.cma_size, 0, (size_t) 1 << 40,
 	  "To a peer on the same host whose process may read this one's memory (cross-memory "
-	  "attach, process_vm_readv(2): the same user, or CAP_SYS_PTRACE), messages, RMA "
-	  "writes, RMA read answers and atomic operands from this many bytes go by "
-	  "rendezvous, the peer copying the data straight from this process's memory in one "
-	  "system call instead of through the core; 0: never (default: 16384)" },
+	  "attach, process_vm_readv(2): the same user, or CAP_SYS_PTRACE), RMA writes and RMA "
+	  "read answers from this many bytes, and atomic operands too large to travel with "
+	  "their request, go by rendezvous, the peer copying the data straight from this "
+	  "process's memory in one system call instead of through the core; 0: never, for "
+	  "anything (this side neither offers its memory nor reads its peers') (default: "
+	  "16384)" },
+	{ "cma_msg_size", &layer_settings.cma_msg_size, 0, (size_t) 1 << 40,
+	  "The same for messages, which go by rendezvous from this many bytes to such a peer "
+	  "(a rendezvous costs an answer an eager message does without); 0: no message "
+	  "(default: 65536)" },
 	{ "dgram_mtu", &layer_dgram_settings.mtu, 0, 65000,
 	  "Over a datagram core: bytes per datagram; 0 takes the core's max_msg_size (udp: "
 	  "1472, an Ethernet frame). Larger values fragment in IP unless the path carries "

@@ -94,8 +94,9 @@ struct layer_settings {
 	size_t peer_timeout_ms; /* liveness: a peer silent this long while something waits on
 				 * it is lost (conn/liveness.c, dgram/) */
 	size_t keepalive_ms;  /* liveness: such a peer is probed after this much silence */
-	size_t cma_size;      /* bytes from which data to a peer on the host goes by cross-memory
-			       * attach (cma/cma.h); 0: never */
+	size_t cma_size;      /* bytes from which RMA data to a peer on the host goes by
+			       * cross-memory attach (cma/cma.h); 0: nothing does */
+	size_t cma_msg_size;  /* the same for messages; 0: no message */
 };
 extern struct layer_settings layer_settings;
 

@@ -7,10 +7,11 @@
  *   or in answer to the peer's. A side that finds it can read the peer's memory (same host
  *   and pid namespace, the peer's cookie reads back: util_cma_reaches) keeps the peer's pid
  *   on the connection and says so to the peer.
- * - A side the peer said it reads sends, from FI_OFI_LAYER_CMA_SIZE bytes on, by
- *   rendezvous: its messages (RTS), RMA writes (WRITE_RTS) and the answers to RMA reads
- *   (READ_RESP), and atomics' large operands, name its own addresses (LAYER_HDR_CMA), with
- *   no registration with the core; the peer copies them straight into place (the receive's
+ * - A side the peer said it reads sends by rendezvous its RMA writes (WRITE_RTS) and the
+ *   answers to RMA reads (READ_RESP) from FI_OFI_LAYER_CMA_SIZE bytes on, and its messages
+ *   (RTS) from FI_OFI_LAYER_CMA_MSG_SIZE; these, any other rendezvous message above that
+ *   size and atomics' large operands name its own addresses (LAYER_HDR_CMA), with no
+ *   registration with the core; the peer copies them straight into place (the receive's
  *   buffer, the target region) once the message is matched or the request checked, and
  *   answers as after any rendezvous read. Everything else, and what the target checks, is
  *   unchanged: keys, ranges, access, counters, remote CQ data, errors.
@@ -30,10 +31,24 @@
 struct layer_rx;
 struct layer_tx;
 
-/* Whether len bytes to conn's peer go by cross-memory attach: the peer reads this process. */
+/*
+ * Whether an RMA write or read answer of len bytes to conn's peer goes by cross-memory attach:
+ * the peer reads this process. It needs the target's answer either way, so one copy wins
+ * from a few KiB on.
+ */
 static inline bool layer_cma_is_for(const struct layer_conn *conn, size_t len)
 {
 	return conn->cma_is_read && len >= layer_settings.cma_size;
+}
+
+/*
+ * The same for a message: by rendezvous, whose answer an eager message does without, so
+ * from a larger size (FI_OFI_LAYER_CMA_MSG_SIZE; 0: never).
+ */
+static inline bool layer_cma_msg_is_for(const struct layer_conn *conn, size_t len)
+{
+	return conn->cma_is_read && layer_settings.cma_msg_size &&
+	       len >= layer_settings.cma_msg_size;
 }
 
 /* conn is open: this side says who it is (FI_OFI_LAYER_CMA_SIZE not 0). */

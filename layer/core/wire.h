@@ -40,8 +40,8 @@
  * sends CMA (struct layer_cma_hello: who it is, and whether it has found that it reads the
  * peer's memory) when the connection opens, or in answer to the peer's, and again when what
  * it said changes; CMA_BACK is the same on a channel the peer opened (an RDM core routes it
- * as an answer). A side the peer said it reads names, from the CMA size on, its own
- * addresses in RTS, WRITE_RTS and READ_RESP (CMA set), which the peer copies with one system
+ * as an answer). A side the peer said it reads names, from the CMA sizes on, its own
+ * addresses in RTS, WRITE_RTS, READ_RESP and ATOMIC (CMA set), which the peer copies with one system
  * call instead of reading them with the core's RMA; everything else is unchanged.
  *
  * Collectives (coll/coll.h) travel as EAGER and RTS messages with COLL set: matched in the

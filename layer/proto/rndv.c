@@ -15,13 +15,15 @@
 #include "layer/proto/rx.h"
 #include "layer/proto/tx.h"
 
-int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
-			const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs)
+/* iov named in segs: as they are when by_cma (cma/cma.h), else registered with the core. */
+static int layer_rndv_name(struct layer_proto *proto, struct layer_tx *tx,
+			   const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs,
+			   bool by_cma)
 {
 	size_t i;
 	int ret;
 
-	if (conn->cma_is_read) {
+	if (by_cma) {
 		layer_cma_name(tx, iov, iov_cnt, segs);
 		return 0;
 	}
@@ -42,6 +44,12 @@ int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, stru
 	return 0;
 }
 
+int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
+			const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs)
+{
+	return layer_rndv_name(proto, tx, iov, iov_cnt, segs, conn->cma_is_read);
+}
+
 int layer_rndv_prepare(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
 		       const struct iovec *iov, size_t iov_cnt)
 {
@@ -52,7 +60,8 @@ int layer_rndv_prepare(struct layer_proto *proto, struct layer_conn *conn, struc
 	layer_rndv_release(proto, tx);
 	ret = layer_tx_want_ack(proto, tx);
 	if (!ret)
-		ret = layer_rndv_register(proto, conn, tx, iov, iov_cnt, tx->segs);
+		ret = layer_rndv_name(proto, tx, iov, iov_cnt, tx->segs,
+				      layer_cma_msg_is_for(conn, tx->len));
 	if (ret)
 		return ret;
 	n = tx->reg_cnt;

@@ -15,14 +15,15 @@ struct layer_tx;
 struct layer_rx;
 
 /*
- * Names iov's non-empty buffers in segs, one each, for conn's peer to read: registered (tx->reg,
- * kept until tx is freed) for the core's RMA read, or, to a peer that reads this process's
- * memory, as they are (cma/cma.h: tx->hdr gets LAYER_HDR_CMA). tx->reg_cnt says how many.
+ * Names iov's non-empty buffers in segs, one each, for conn's peer to read (RMA's and atomics'):
+ * registered (tx->reg, kept until tx is freed) for the core's RMA read, or, to a peer that
+ * reads this process's memory, as they are (cma/cma.h: tx->hdr gets LAYER_HDR_CMA). tx->reg_cnt says how many.
  * 0 or -FI_E*.
  */
 int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
 			const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs);
-/* Makes tx an RTS on conn for the message in iov, its buffers named. 0 or -FI_E*. */
+/* Makes tx an RTS on conn for the message in iov, its buffers named (as they are from the CMA
+ * message size, cma/cma.h). 0 or -FI_E*. */
 int layer_rndv_prepare(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
 		       const struct iovec *iov, size_t iov_cnt);
 /* The send is done: its registrations go back. */

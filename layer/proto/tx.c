@@ -409,9 +409,9 @@ static int layer_tx_build(struct layer_proto *proto, struct layer_conn *conn,
 		return 0;
 	}
 	/* above the inject size, to a peer past its unexpected bound (unexp.c), or from the
-	 * CMA size to a peer that reads this process (cma/cma.h): rendezvous */
+	 * CMA message size to a peer that reads this process (cma/cma.h): rendezvous */
 	if (len > conn->chan->tx_eager || unlikely(conn->peer->is_paced) ||
-	    layer_cma_is_for(conn, len))
+	    layer_cma_msg_is_for(conn, len))
 		return layer_rndv_prepare(proto, conn, tx, iov, iov_cnt);
 	if (iov_cnt < proto->core->iov_limit) {
 		/* Zero copy: the core sends the header and the user's buffers. */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The data path's large transfers through the core again: endpoints of one process, and
-# processes of one host, reach each other by cross-memory attach, which carries messages,
-# RMA data and atomic operands from FI_OFI_LAYER_CMA_SIZE bytes on (fi_layer(7)). With it off,
+# processes of one host, reach each other by cross-memory attach, which carries RMA data,
+# large messages and atomic operands (FI_OFI_LAYER_CMA_SIZE, _CMA_MSG_SIZE, fi_layer(7)). With
+# it off,
 # rendezvous and RMA go through the core's RMA (tcp, net) or the datagram transport's streams
 # (udp), as between hosts.
 set -u
@@ -23,4 +24,14 @@ for prov in "tcp;ofi_layer" "net;ofi_layer" "udp;ofi_layer"; do
 	*) status=1 ;;
 	esac
 done
+# RMA by cross-memory attach, messages through the core
+(
+	FI_OFI_LAYER_CMA_SIZE=16384 FI_OFI_LAYER_CMA_MSG_SIZE=0 LAYER_TEST_PROV="tcp;ofi_layer"
+	export FI_OFI_LAYER_CMA_SIZE FI_OFI_LAYER_CMA_MSG_SIZE LAYER_TEST_PROV
+	run_suite "tcp;ofi_layer, messages without cross-memory attach" test_cma test_rma
+)
+case $? in
+0 | 77) ;;
+*) status=1 ;;
+esac
 exit $status

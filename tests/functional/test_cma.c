@@ -2,8 +2,8 @@
  * Cross-memory attach between processes of one host (fi_layer(7)): a parent and children
  * (this program again, fork + exec), the children driven by commands the parent sends them.
  *
- * - "peer": messages both ways of sizes around FI_OFI_LAYER_CMA_SIZE and above (each side
- *   copies the other's), RMA writes of several sizes and forms (iovs, delivery complete,
+ * - "peer": messages both ways of sizes around FI_OFI_LAYER_CMA_MSG_SIZE and above (each side
+ *   copies the other's), RMA writes of sizes around FI_OFI_LAYER_CMA_SIZE and above, and forms (iovs, delivery complete,
  *   remote CQ data), reads into several iovs, and requests the target refuses (unknown key,
  *   a range past the region): refused at the initiator, the connection carrying on. Each
  *   side's log says it reads the other's memory.
@@ -78,6 +78,15 @@ static bool cma_is_on(void)
 	const char *env = getenv("FI_OFI_LAYER_CMA_SIZE");
 
 	return !env || strtoull(env, NULL, 0) != 0;
+}
+
+/* Whether 1 MiB messages go by cross-memory attach too. */
+static bool cma_carries_messages(void)
+{
+	const char *env = getenv("FI_OFI_LAYER_CMA_MSG_SIZE");
+
+	return cma_is_on() && (!env || (strtoull(env, NULL, 0) != 0 &&
+					strtoull(env, NULL, 0) <= (1u << 20)));
 }
 
 /* Drops CAP_SYS_PTRACE from this process's effective set (nothing to drop without it). */
@@ -337,10 +346,11 @@ static fi_addr_t start_child(const char *role, struct lt_child *child)
 	return fi_addr;
 }
 
-/* Messages both ways: the child echoes each (sizes around the CMA size and above it). */
+/* Messages both ways: the child echoes each (sizes around the CMA message size and above). */
 static void check_echo(fi_addr_t child, const char *who)
 {
-	static const uint32_t sizes[] = { 1, 16383, 16384, 100001, 1u << 20, (2u << 20) + 3 };
+	static const uint32_t sizes[] = { 1, 16384, 65535, 65536, 100001, 1u << 20,
+					  (2u << 20) + 3 };
 	struct lt_comp comp;
 	struct cmd cmd = { .op = CMD_ECHO };
 	size_t i;
@@ -360,6 +370,7 @@ static void check_echo(fi_addr_t child, const char *who)
 static void check_rma(fi_addr_t child, const char *who)
 {
 	static const struct { uint32_t len; uint64_t off; uint64_t flags; } writes[] = {
+		{ 16383, 0, 0 },
 		{ 16384, 0, 0 },
 		{ 300001, 12345, 0 },
 		{ 1u << 20, (2u << 20) + 7, 0 },
@@ -454,7 +465,7 @@ static void run_midway(void)
 	struct lt_child child;
 	struct lt_comp comp;
 	fi_addr_t fi_addr;
-	int want = cma_is_on() ? FI_EIO : 0;
+	int want = cma_carries_messages() ? FI_EIO : 0;
 
 	drop_ptrace_cap();
 	fi_addr = start_child("midway", &child);
