@@ -741,6 +741,35 @@ const char *lt_child_role(int argc, char **argv, int *rfd, int *wfd)
 	return argv[2];
 }
 
+fi_addr_t lt_child_start(const char *role, struct lt_ep *ep, struct lt_child *child)
+{
+	char addr[LT_ADDR_MAX];
+	fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
+	ssize_t n;
+
+	if (lt_child_spawn(role, child))
+		return FI_ADDR_NOTAVAIL;
+	n = lt_pipe_recv(child->from_child, addr, sizeof(addr), LT_TIMEOUT_MS);
+	if (n <= 0 || lt_pipe_send(child->to_child, ep->addr, ep->addrlen) ||
+	    lt_av_insert(ep, addr, &fi_addr))
+		return FI_ADDR_NOTAVAIL;
+	return fi_addr;
+}
+
+fi_addr_t lt_child_meet(struct lt_ep *ep, int rfd, int wfd)
+{
+	char addr[LT_ADDR_MAX];
+	fi_addr_t fi_addr;
+	ssize_t n;
+
+	if (lt_pipe_send(wfd, ep->addr, ep->addrlen))
+		return FI_ADDR_NOTAVAIL;
+	n = lt_pipe_recv(rfd, addr, sizeof(addr), LT_TIMEOUT_MS);
+	if (n <= 0 || lt_av_insert(ep, addr, &fi_addr))
+		return FI_ADDR_NOTAVAIL;
+	return fi_addr;
+}
+
 int lt_child_reap(struct lt_child *child, int timeout_ms, bool kill_first)
 {
 	uint64_t deadline = lt_now_ms() + (uint64_t) timeout_ms;

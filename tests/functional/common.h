@@ -251,6 +251,13 @@ struct lt_child {
 int lt_child_spawn(const char *role, struct lt_child *child);
 /* In main: returns the role (and the pipe fds) if this process is such a child, else NULL. */
 const char *lt_child_role(int argc, char **argv, int *rfd, int *wfd);
+/*
+ * Starts a child that opens an endpoint and meets ep (lt_child_meet): the child sends its
+ * address, takes ep's; the child's fi_addr in ep's AV, or FI_ADDR_NOTAVAIL.
+ */
+fi_addr_t lt_child_start(const char *role, struct lt_ep *ep, struct lt_child *child);
+/* The child's half, over its pipes: the parent's fi_addr in ep's AV, or FI_ADDR_NOTAVAIL. */
+fi_addr_t lt_child_meet(struct lt_ep *ep, int rfd, int wfd);
 /* Waits (bounded) for the child to exit; kills it first if kill_first. Returns wait status. */
 int lt_child_reap(struct lt_child *child, int timeout_ms, bool kill_first);
 /* Length-prefixed messages over a pipe, bounded by timeout_ms. */

@@ -230,20 +230,18 @@ static int child_bad(fi_addr_t parent)
 
 static int child_main(const char *role, int rfd, int wfd)
 {
-	char addr[LT_ADDR_MAX];
 	struct answer answer;
 	struct lt_comp comp;
 	struct cmd cmd;
 	fi_addr_t parent;
-	ssize_t n;
 
 	if (!strcmp(role, "refused"))
 		drop_ptrace_cap();
 	lt_log_capture_at("info");
-	if (open_side() || lt_pipe_send(wfd, ep.addr, ep.addrlen))
+	if (open_side())
 		return 2;
-	n = lt_pipe_recv(rfd, addr, sizeof(addr), LT_TIMEOUT_MS);
-	if (n <= 0 || lt_av_insert(&ep, addr, &parent))
+	parent = lt_child_meet(&ep, rfd, wfd);
+	if (parent == FI_ADDR_NOTAVAIL)
 		return 2;
 	for (;;) {
 		if (!recv_wait(&comp) || comp.err || comp.len < sizeof(cmd))
@@ -331,20 +329,6 @@ static int ask(fi_addr_t child, const struct cmd *cmd, struct answer *answer)
 	return answer->err;
 }
 
-static fi_addr_t start_child(const char *role, struct lt_child *child)
-{
-	char addr[LT_ADDR_MAX];
-	fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
-	ssize_t n;
-
-	if (lt_child_spawn(role, child))
-		return FI_ADDR_NOTAVAIL;
-	n = lt_pipe_recv(child->from_child, addr, sizeof(addr), LT_TIMEOUT_MS);
-	if (n <= 0 || lt_pipe_send(child->to_child, ep.addr, ep.addrlen) ||
-	    lt_av_insert(&ep, addr, &fi_addr))
-		return FI_ADDR_NOTAVAIL;
-	return fi_addr;
-}
 
 /* Messages both ways: the child echoes each (sizes around the CMA message size and above). */
 static void check_echo(fi_addr_t child, const char *who)
@@ -434,7 +418,7 @@ static void stop_child(struct lt_child *child, fi_addr_t fi_addr, const char *wh
 static void run_peer(void)
 {
 	struct lt_child child;
-	fi_addr_t fi_addr = start_child("peer", &child);
+	fi_addr_t fi_addr = lt_child_start("peer", &ep, &child);
 
 	if (!LT_CHECK(fi_addr != FI_ADDR_NOTAVAIL, "peer: started"))
 		return;
@@ -449,7 +433,7 @@ static void run_refused(void)
 	fi_addr_t fi_addr;
 
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	fi_addr = start_child("refused", &child);
+	fi_addr = lt_child_start("refused", &ep, &child);
 	if (LT_CHECK(fi_addr != FI_ADDR_NOTAVAIL, "refused: started")) {
 		check_echo(fi_addr, "refused");
 		check_rma(fi_addr, "refused");
@@ -468,7 +452,7 @@ static void run_midway(void)
 	int want = cma_carries_messages() ? FI_EIO : 0;
 
 	drop_ptrace_cap();
-	fi_addr = start_child("midway", &child);
+	fi_addr = lt_child_start("midway", &ep, &child);
 	if (!LT_CHECK(fi_addr != FI_ADDR_NOTAVAIL, "midway: started"))
 		return;
 	/* the parent has checked the child (its CMA came before the echo) */

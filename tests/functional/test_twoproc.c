@@ -82,7 +82,7 @@ static int child_burst(struct lt_ep *ep, fi_addr_t parent, int wfd)
 static int child_main(const char *role, int rfd, int wfd)
 {
 	struct fi_context2 rctx, sctx;
-	char addr[LT_ADDR_MAX], *rbuf = malloc(MAX_MSG), *sbuf = malloc(MAX_MSG);
+	char *rbuf = malloc(MAX_MSG), *sbuf = malloc(MAX_MSG);
 	struct fi_info *info;
 	struct lt_dom dom;
 	struct lt_ep ep;
@@ -95,10 +95,8 @@ static int child_main(const char *role, int rfd, int wfd)
 		fprintf(stderr, "child: setup failed\n");
 		return 2;
 	}
-	if (lt_pipe_send(wfd, ep.addr, ep.addrlen))
-		return 2;
-	n = lt_pipe_recv(rfd, addr, sizeof(addr), LT_TIMEOUT_MS);
-	if (n <= 0 || lt_av_insert(&ep, addr, &parent))
+	parent = lt_child_meet(&ep, rfd, wfd);
+	if (parent == FI_ADDR_NOTAVAIL)
 		return 2;
 	if (!strcmp(role, "hello")) {
 		strcpy(sbuf, "hello");
@@ -146,18 +144,7 @@ static struct lt_ep ep;
 /* Starts a child and swaps addresses with it; returns its fi_addr or FI_ADDR_NOTAVAIL. */
 static fi_addr_t start_child(const char *role, struct lt_child *child)
 {
-	char addr[LT_ADDR_MAX];
-	fi_addr_t fi_addr = FI_ADDR_NOTAVAIL;
-	ssize_t n;
-
-	if (lt_child_spawn(role, child))
-		return FI_ADDR_NOTAVAIL;
-	n = lt_pipe_recv(child->from_child, addr, sizeof(addr), LT_TIMEOUT_MS);
-	if (n <= 0 || lt_pipe_send(child->to_child, ep.addr, ep.addrlen))
-		return FI_ADDR_NOTAVAIL;
-	if (lt_av_insert(&ep, addr, &fi_addr))
-		return FI_ADDR_NOTAVAIL;
-	return fi_addr;
+	return lt_child_start(role, &ep, child);
 }
 
 static size_t ping_size(unsigned i)
