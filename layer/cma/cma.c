@@ -17,8 +17,9 @@ static void layer_cma_say(struct layer_proto *proto, struct layer_conn *conn)
 	if (util_cma_self(&hello.id))
 		return;
 	tx = layer_tx_ctrl_new(proto, op, 0, 0);
+	/* without memory the peer stays away: everything still goes the core's way */
 	if (!tx)
-		return; /* without memory the peer stays away: everything still goes the core's way */
+		return;
 	memcpy(tx->inline_data, &hello, sizeof(hello));
 	tx->iov[0].iov_len += sizeof(hello);
 	conn->cma_is_said = true;

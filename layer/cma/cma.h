@@ -38,7 +38,8 @@ struct layer_tx;
  */
 static inline bool layer_cma_is_for(const struct layer_conn *conn, size_t len)
 {
-	return conn->cma_is_read && len >= layer_settings.cma_size;
+	/* never an inject's (at most LAYER_INJECT_SIZE): its buffer is the caller's again */
+	return conn->cma_is_read && len >= layer_settings.cma_size && len > LAYER_INJECT_SIZE;
 }
 
 /*
@@ -48,7 +49,7 @@ static inline bool layer_cma_is_for(const struct layer_conn *conn, size_t len)
 static inline bool layer_cma_msg_is_for(const struct layer_conn *conn, size_t len)
 {
 	return conn->cma_is_read && layer_settings.cma_msg_size &&
-	       len >= layer_settings.cma_msg_size;
+	       len >= layer_settings.cma_msg_size && len > LAYER_INJECT_SIZE;
 }
 
 /* conn is open: this side says who it is (FI_OFI_LAYER_CMA_SIZE not 0). */

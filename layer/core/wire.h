@@ -41,8 +41,8 @@
  * peer's memory) when the connection opens, or in answer to the peer's, and again when what
  * it said changes; CMA_BACK is the same on a channel the peer opened (an RDM core routes it
  * as an answer). A side the peer said it reads names, from the CMA sizes on, its own
- * addresses in RTS, WRITE_RTS, READ_RESP and ATOMIC (CMA set), which the peer copies with one system
- * call instead of reading them with the core's RMA; everything else is unchanged.
+ * addresses in RTS, WRITE_RTS, READ_RESP and ATOMIC (CMA set), which the peer copies with
+ * one system call instead of reading them with the core's RMA; everything else is unchanged.
  *
  * Collectives (coll/coll.h) travel as EAGER and RTS messages with COLL set: matched in the
  * endpoint's own queue, never the application's, by their tag (struct layer_coll_tag: group,

@@ -15,10 +15,10 @@ struct layer_tx;
 struct layer_rx;
 
 /*
- * Names iov's non-empty buffers in segs, one each, for conn's peer to read (RMA's and atomics'):
+ * Names iov's non-empty buffers in segs, one each, for conn's peer to read (RMA's, atomics'):
  * registered (tx->reg, kept until tx is freed) for the core's RMA read, or, to a peer that
- * reads this process's memory, as they are (cma/cma.h: tx->hdr gets LAYER_HDR_CMA). tx->reg_cnt says how many.
- * 0 or -FI_E*.
+ * reads this process's memory, as they are (cma/cma.h: tx->hdr gets LAYER_HDR_CMA).
+ * tx->reg_cnt says how many. 0 or -FI_E*.
  */
 int layer_rndv_register(struct layer_proto *proto, struct layer_conn *conn, struct layer_tx *tx,
 			const struct iovec *iov, size_t iov_cnt, struct layer_rts_seg *segs);
@@ -38,8 +38,8 @@ void layer_rndv_start_read(struct layer_proto *proto, struct layer_rx *rx,
 			   uint64_t cq_flags, bool is_released);
 /*
  * Runs the reads rx is set up for (conn, iov, segs, is_cma, read_len, msg_id), or its one copy
- * (is_cma: cma/cma.h), then finishes it: an
- * RMA transfer's on_read_done, or the receive's completion and the sender's ACK.
+ * (is_cma: cma/cma.h), then finishes it: an RMA transfer's on_read_done, or the receive's
+ * completion and the sender's ACK.
  */
 void layer_rndv_run(struct layer_proto *proto, struct layer_rx *rx);
 /* Posts the reads rx still needs; false when the core is full (retried by progress). */

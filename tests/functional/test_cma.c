@@ -3,8 +3,8 @@
  * (this program again, fork + exec), the children driven by commands the parent sends them.
  *
  * - "peer": messages both ways of sizes around FI_OFI_LAYER_CMA_MSG_SIZE and above (each side
- *   copies the other's), RMA writes of sizes around FI_OFI_LAYER_CMA_SIZE and above, and forms (iovs, delivery complete,
- *   remote CQ data), reads into several iovs, and requests the target refuses (unknown key,
+ *   copies the other's), RMA writes of sizes around FI_OFI_LAYER_CMA_SIZE and above, of
+ *   several forms (iovs, delivery complete, remote CQ data), reads into several iovs, and requests the target refuses (unknown key,
  *   a range past the region): refused at the initiator, the connection carrying on. Each
  *   side's log says it reads the other's memory.
  * - "refused": the parent makes itself undumpable and the child gives up CAP_SYS_PTRACE, so
