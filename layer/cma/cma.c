@@ -1,7 +1,9 @@
 /* Cross-memory attach between processes of one host (cma.h). */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <string.h>
 
 #include "layer/cma/cma.h"
 #include "layer/proto/rx.h"
@@ -44,8 +46,11 @@ void layer_cma_arrive(struct layer_proto *proto, struct layer_buf *buf)
 	conn->cma_is_read = hello.flags & LAYER_CMA_READS;
 	if (!conn->cma_is_checked) {
 		conn->cma_is_checked = true;
-		if (util_cma_reaches(&hello.id))
+		if (util_cma_reaches(&hello.id)) {
 			conn->cma_pid = (uint32_t) hello.id.pid;
+			conn->cma_cookie_addr = hello.id.cookie_addr;
+			conn->cma_cookie = hello.id.cookie;
+		}
 		FI_INFO(&layer_prov, FI_LOG_EP_CTRL, "peer %#" PRIx64 " (pid %" PRIu64 "): %s\n",
 			(uint64_t) buf->src_addr, hello.id.pid,
 			conn->cma_pid ? "on this host, its memory read by cross-memory attach" :
@@ -73,39 +78,49 @@ void layer_cma_name(struct layer_tx *tx, const struct iovec *iov, size_t iov_cnt
 }
 
 /*
- * The pid that names conn's peer: conn's, or (over an RDM core, whose answers come on the
- * peer's first connection) another live connection's to the same peer. 0: none.
+ * The connection whose check names conn's peer: conn, or (over an RDM core, whose answers
+ * come on the peer's first connection) another live connection to the same peer. NULL: none.
  */
-static uint32_t layer_cma_pid(const struct layer_conn *conn)
+static const struct layer_conn *layer_cma_checked(const struct layer_conn *conn)
 {
 	const struct layer_conn *other;
 	struct util_dlist *item;
 
 	if (likely(conn->cma_pid))
-		return conn->cma_pid;
+		return conn;
 	util_dlist_foreach(&conn->peer->conns, item) {
 		other = container_of(item, struct layer_conn, peer_link);
 		if (other->cma_pid && other->state != LAYER_CONN_CLOSED)
-			return other->cma_pid;
+			return other;
 	}
-	return 0;
+	return NULL;
 }
 
 void layer_cma_copy(struct layer_proto *proto, struct layer_rx *rx)
 {
-	struct iovec remote[LAYER_RTS_MAX_SEGS];
+	struct iovec local[LAYER_IOV_LIMIT + 1], remote[LAYER_RTS_MAX_SEGS + 1];
+	const struct layer_conn *checked = layer_cma_checked(rx->conn);
 	struct layer_conn *conn = rx->conn;
-	uint32_t pid = layer_cma_pid(conn);
-	uint32_t i;
+	uint32_t pid = checked ? checked->cma_pid : 0;
+	uint64_t cookie = 0;
+	size_t i;
 	int ret;
 
+	/* the peer's cookie first, in the same call: a pid the system gave another process
+	 * since (the peer died meanwhile) fails the copy instead of delivering its bytes */
+	local[0] = (struct iovec) { .iov_base = &cookie, .iov_len = sizeof(cookie) };
+	memcpy(&local[1], rx->iov, rx->iov_cnt * sizeof(rx->iov[0]));
+	remote[0].iov_base = (void *) (uintptr_t) (checked ? checked->cma_cookie_addr : 0);
+	remote[0].iov_len = sizeof(cookie);
 	for (i = 0; i < rx->seg_cnt; i++) {
-		remote[i].iov_base = (void *) (uintptr_t) rx->segs[i].addr;
-		remote[i].iov_len = rx->segs[i].len;
+		remote[i + 1].iov_base = (void *) (uintptr_t) rx->segs[i].addr;
+		remote[i + 1].iov_len = rx->segs[i].len;
 	}
-	ret = pid ? util_cma_read((pid_t) pid, rx->iov, rx->iov_cnt, remote, rx->seg_cnt,
-				  rx->read_len) :
+	ret = pid ? util_cma_read((pid_t) pid, local, rx->iov_cnt + 1, remote, rx->seg_cnt + 1,
+				  sizeof(cookie) + rx->read_len) :
 		    -FI_EPERM;
+	if (!ret && cookie != checked->cma_cookie)
+		ret = -ESRCH;
 	if (likely(!ret)) {
 		rx->read_done = rx->read_len;
 		return;

@@ -17,7 +17,8 @@
  *   unchanged: keys, ranges, access, counters, remote CQ data, errors.
  * - A copy the system refuses (the peer changed its credentials, or is gone) fails that
  *   transfer (FI_EIO); the side that could not copy says it no longer reads the peer, whose
- *   later transfers go through the core again.
+ *   later transfers go through the core again. Each copy reads the peer's cookie again in
+ *   the same system call, so a pid the system gave another process since fails it too.
  *
  * Direct RMA (rma/grant.h) yields to it: a write or read to a peer that reads this process
  * goes as a request from the CMA size on. Runs under the endpoint's lock.

@@ -98,6 +98,8 @@ struct layer_conn {
 	/* Cross-memory attach's (cma/cma.h), with a peer on this host. */
 	uint32_t cma_pid;              /* the peer's pid, once this process found it reads the
 					* peer's memory; 0: it does not */
+	uint64_t cma_cookie_addr;      /* the peer's cookie (util/cma.h), read again with */
+	uint64_t cma_cookie;           /* every copy: the pid is still the peer */
 	bool cma_is_checked;           /* the peer said who it is, and was checked */
 	bool cma_is_read;              /* the peer said it reads this process's memory */
 	bool cma_is_said;              /* this side said who it is */
