@@ -46,6 +46,11 @@ static void child_start(struct child *c, bool is_undumpable)
 	c->pid = fork();
 	assert_true(c->pid >= 0);
 	if (!c->pid) {
+		/* never outlives the test, even one that failed before child_stop */
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		alarm(60);
+		close(ready[0]);
+		close(go[1]);              /* the parent's end: its exit is our EOF */
 		for (i = 0; i < DATA_LEN; i++)
 			data[i] = (uint8_t) (i * 7 + 3);
 		if (is_undumpable)
