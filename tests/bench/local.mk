@@ -9,6 +9,12 @@ bin_PROGRAMS += fi_coll_bench
 fi_coll_bench_SOURCES = tests/bench/fi_coll_bench.c tests/bench/coll_bench_rank.c \
 	tests/bench/coll_bench.h tests/bench/bench_util.c tests/bench/bench_util.h
 fi_coll_bench_LDADD = $(FABRIC_LIBS)
+# One server endpoint and N peers: connection time, memory and fds per peer, latency beside the
+# idle ones, and churn (installed).
+bin_PROGRAMS += fi_scale_bench
+fi_scale_bench_SOURCES = tests/bench/fi_scale_bench.c tests/bench/scale_bench_peer.c \
+	tests/bench/scale_bench.h tests/bench/bench_util.c tests/bench/bench_util.h
+fi_scale_bench_LDADD = $(FABRIC_LIBS)
 # fi_coll_bench beside Open MPI's collectives (tests/mpi/coll_bench_mpi.c); run by hand only.
 EXTRA_DIST += tests/bench/run_coll_compare.sh
 # AV set operations for large groups; it also times util/av_set alone, hence libutil.
@@ -29,6 +35,7 @@ fi_av_conform_SOURCES = tests/conform/fi_av_conform.c tests/conform/av_clauses.c
 	tests/conform/av_clauses_ext.c \
 	tests/conform/conform.h
 fi_av_conform_LDADD = $(FABRIC_LIBS)
-# A smoke test of fi_layer_bench in both set-ups (make check runs it; it measures nothing).
+# Smoke tests of fi_layer_bench in both set-ups, fi_coll_bench and fi_scale_bench (make check
+# runs them; they measure nothing).
 dist_check_SCRIPTS += tests/bench/run_bench_smoke.sh
 TESTS += tests/bench/run_bench_smoke.sh

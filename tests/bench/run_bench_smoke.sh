@@ -5,6 +5,8 @@
 # a row shows "fail" or "-" instead of a number; the figures themselves are not looked at.
 # Then fi_coll_bench: two calls of every collective row with 2 ranks over tcp;ofi_layer, which
 # must exit 0; its exit status 77 (the provider offers no FI_COLLECTIVE) counts as a skip.
+# Then fi_scale_bench over tcp;ofi_layer: 1 and 8 peers, and two churn cycles of 8 peers; every
+# row must be there with figures (a cell saying fail or n/a fails the test).
 set -u
 bench=${LAYER_TEST_BUILDDIR:-.}/fi_layer_bench
 [ -x "$bench" ] || { echo "FAIL: $bench not built"; exit 1; }
@@ -37,4 +39,23 @@ case $rc in
 	status=1
 	;;
 esac
+
+scale=${LAYER_TEST_BUILDDIR:-.}/fi_scale_bench
+[ -x "$scale" ] || { echo "FAIL: $scale not built"; exit 1; }
+# the arguments, then the rows expected: N = 1 and 8; the baseline and two cycles
+for run in "2 -n 1,8 -r 1 -i 200" "3 -n 8 --churn 2"; do
+	want=${run%% *}
+	args=${run#* }
+	out=$("$scale" -p "tcp;ofi_layer" $args --csv --no-pin -t 60 2>&1)
+	rc=$?
+	rows=$(printf '%s\n' "$out" | grep -v '^#' | grep -c ',tcp;ofi_layer,\|^tcp;ofi_layer,')
+	bad=$(printf '%s\n' "$out" | grep -v '^#' | grep -c 'fail\|n/a')
+	if [ $rc -ne 0 ] || [ "$rows" -ne "$want" ] || [ "$bad" -ne 0 ]; then
+		echo "FAIL fi_scale_bench $args: exit $rc, $rows rows of $want, $bad failed"
+		printf '%s\n' "$out" | tail -20
+		status=1
+	else
+		echo "ok   fi_scale_bench $args: $rows rows"
+	fi
+done
 exit $status
