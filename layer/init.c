@@ -57,9 +57,9 @@ static const struct layer_param {
 	  "header; larger messages use rendezvous, the receiver pulling the data with the "
 	  "core's RMA read (default: 16384)" },
 	{ "rx_buf_cnt", &layer_settings.rx_buf_cnt, 4, 65536,
-	  "Receive buffers posted on each connection a peer opened, each eager_size plus "
-	  "the header (with direct receive, 256 bytes plus the header); over an RDM core, the "
-	  "endpoint's shared pool posts four times as many (default: 64)" },
+	  "A quarter of the receive buffers an endpoint keeps posted for all its peers, each "
+	  "eager_size plus the header (with direct receive, 256 bytes plus the header) "
+	  "(default: 64)" },
 	{ "tx_size", &layer_settings.tx_size, 16, 1 << 20,
 	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
 	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,

@@ -75,7 +75,7 @@ enum layer_core_choice {
 struct layer_settings {
 	enum layer_core_choice core_choice;
 	size_t eager_size;    /* largest payload sent inline; larger ones use rendezvous */
-	size_t rx_buf_cnt;    /* receive buffers posted per connection (MSG core) */
+	size_t rx_buf_cnt;    /* a quarter of the receive buffers an endpoint keeps posted */
 	size_t tx_size;       /* default transmit queue depth */
 	size_t rx_size;       /* default receive queue depth */
 	size_t cq_batch;      /* core completions read per progress call */

@@ -24,7 +24,8 @@ liblayer_fi_la_SOURCES = \
 	layer/conn/conn.h layer/conn/conn.c layer/conn/auth.h layer/conn/auth.c \
 	layer/conn/liveness.c \
 	layer/core/core.h layer/core/core.c layer/core/wire.h layer/core/wire.c \
-	layer/core/core_msg.c layer/core/core_rdm.h layer/core/core_rdm.c \
+	layer/core/core_msg.h layer/core/core_msg.c layer/core/core_msg_rx.c \
+	layer/core/core_rdm.h layer/core/core_rdm.c \
 	layer/core/core_rdm_hello.c layer/core/ring.h layer/core/ring.c \
 	layer/dgram/dgram.h layer/dgram/dgram_int.h layer/dgram/dgram_wire.h \
 	layer/dgram/dgram.c layer/dgram/rel.c layer/dgram/stream.c

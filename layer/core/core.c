@@ -27,7 +27,7 @@ static int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj
 {
 	struct fi_cq_attr cq_attr = {
 		.size = LAYER_CORE_CQ_SIZE,
-		.format = FI_CQ_FORMAT_MSG,
+		.format = core->ops->cq_format,
 		.wait_obj = wait_obj,
 	};
 

@@ -112,6 +112,8 @@ struct layer_chan {
 	struct layer_dgram *dgram;     /* over a datagram core: the transport that carries it
 					* (core_ep then unused); else NULL */
 	fi_addr_t core_addr;           /* MSG: FI_ADDR_UNSPEC; RDM: the peer in the core AV */
+	uint64_t tx_data;              /* MSG: the peer's id of the channel, which every message
+					* carries as remote CQ data (core_msg.h); 0: none */
 	bool is_outgoing;              /* opened by this endpoint (connect) */
 	bool is_two_way;               /* an incoming channel can carry this endpoint's data
 					* to the peer too (MSG: a connection is both ways; RDM:
@@ -172,6 +174,8 @@ struct layer_core_ops {
 	 * freed only once they have. (MSG: closing a channel's core endpoint drops them.)
 	 */
 	bool has_shared_ep;
+	/* The format of the core CQ's entries (MSG: with remote CQ data, core_msg.h). */
+	enum fi_cq_format cq_format;
 	/* fi_enable: opens what receives (listener, or the core endpoint); fills core->addr.
 	 * tx_size: the most sends the layers above keep posted. */
 	int (*enable)(struct layer_core *core, size_t tx_size);
@@ -296,6 +300,32 @@ static inline void layer_core_repost(struct layer_core *core, struct layer_buf *
 		util_bufpool_put(&core->buf_pool, buf);
 }
 
+/* A message on chan's core endpoint, with the peer's id of the channel when it wants it. */
+static inline ssize_t layer_core_ep_sendv(struct layer_chan *chan, const struct iovec *iov,
+					  size_t count, struct layer_ctx *ctx)
+{
+	struct fi_msg msg;
+
+	if (!chan->tx_data)
+		return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
+	msg = (struct fi_msg) {
+		.msg_iov = iov,
+		.iov_count = count,
+		.addr = chan->core_addr,
+		.context = ctx,
+		.data = chan->tx_data,
+	};
+	return fi_sendmsg(chan->core_ep, &msg, FI_REMOTE_CQ_DATA | FI_COMPLETION);
+}
+
+static inline ssize_t layer_core_ep_inject(struct layer_chan *chan, const void *buf,
+					   size_t len)
+{
+	if (!chan->tx_data)
+		return fi_inject(chan->core_ep, buf, len, chan->core_addr);
+	return fi_injectdata(chan->core_ep, buf, len, chan->tx_data, chan->core_addr);
+}
+
 /*
  * The data path's core calls, the same for every kind (a channel names its endpoint and the
  * peer's address on it, the datagram transport that stands for the core, or its rings). A
@@ -309,7 +339,7 @@ static inline ssize_t layer_core_sendv(struct layer_chan *chan, const struct iov
 		return layer_dgram_sendv(chan->dgram, iov, count, chan->core_addr, ctx);
 	if (chan->ring)
 		return layer_ring_sendv(chan->ring, iov, count, ctx);
-	return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
+	return layer_core_ep_sendv(chan, iov, count, ctx);
 }
 
 static inline ssize_t layer_core_inject(struct layer_chan *chan, void *buf, size_t len,
@@ -319,7 +349,7 @@ static inline ssize_t layer_core_inject(struct layer_chan *chan, void *buf, size
 		return layer_dgram_inject(chan->dgram, buf, len, chan->core_addr);
 	if (chan->ring)
 		return layer_ring_inject(chan->ring, buf, len, may_keep);
-	return fi_inject(chan->core_ep, buf, len, chan->core_addr);
+	return layer_core_ep_inject(chan, buf, len);
 }
 
 static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t len,

@@ -1,35 +1,28 @@
 /*
- * The core adapter for connected (MSG) cores (core.h): a passive endpoint listens for peers;
- * each channel is a core endpoint of its own, an outgoing one opened by connect() with the
- * requester's listening address, eager size and authorization key in its connection request
- * (struct layer_hello); receive buffers are posted per channel. A request whose key the
- * connection layer refuses is rejected with the reason (struct layer_reject), and the
- * requester's channel fails with FI_EACCES. A channel that fails or shuts down is reported
- * up (failed), as is every error completion of an operation on it: on a connected core an
- * operation fails only with its connection. Over a core that writes (tcp), each side of a
- * channel lends the other a ring in its handshake (ring.h), and the channel's short messages
- * go there as the core's RMA writes, without a completion at either end.
+ * The core adapter for connected (MSG) cores (core.h), its life and its connections: a
+ * passive endpoint listens for peers; each channel is a core endpoint of its own, an
+ * outgoing one opened by connect() with the requester's listening address, eager size,
+ * authorization key and channel id in its connection request (struct layer_hello); every
+ * channel takes its receive buffers from the endpoint's shared receive context
+ * (core_msg_rx.c). A request whose key the connection layer refuses is rejected with the
+ * reason (struct layer_reject), and the requester's channel fails with FI_EACCES. A channel
+ * that fails or shuts down is reported up (failed), as is every error completion of an
+ * operation on it: on a connected core an operation fails only with its connection. Over a
+ * core that writes (tcp), each side of a channel lends the other a ring in its handshake
+ * (ring.h), and the channel's short messages go there as the core's RMA writes, without a
+ * completion at either end.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "layer/addr.h"
-#include "layer/core/core.h"
+#include "layer/core/core_msg.h"
 
 _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockaddr_in6),
 	       "the hello holds a listening address (MSG cores have sockaddr addresses only)");
-
-/*
- * Buffers posted on a channel: incoming ones carry the peer's messages. On outgoing ones
- * control replies (rendezvous ACKs) arrive, and user data only once the peer sends on the
- * connection too (conn/conn.c adopts accepted connections): the rest of the buffers are
- * posted when the first data message comes. The core holds what finds no buffer.
- */
-#define LAYER_CTRL_BUF_CNT 8
 
 /*
  * Connection events are rare next to completions, and a core EQ read costs about as much as
@@ -44,120 +37,6 @@ _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockadd
  */
 #define LAYER_EQ_PERIOD_MIN 16
 #define LAYER_EQ_PERIOD_MAX 256
-
-struct layer_msg_core {
-	struct layer_core core;        /* first */
-	struct fid_pep *pep;           /* the listener */
-	struct util_dlist chans;       /* every struct layer_msg_chan the layer above holds */
-	struct util_dlist dropped;     /* let go of (chan_drop): freed at the end of progress,
-					* once the core CQ gave back what they held */
-	struct util_dlist rings;       /* struct layer_ring of channels whose peers write
-					* into them (ring.h): polled by progress */
-	uint64_t rings_gen;            /* rings taken out of the list so far */
-	uint32_t ring_slots;           /* slots each channel lends its peer, or 0 (ring.h) */
-	bool is_closed;                /* the endpoint closes: nothing completes any more */
-	bool needs_drain;              /* a channel was closed since the core CQ was last read
-					* empty: completions it flushed may be in it */
-	unsigned eq_calls;             /* progress calls since the last EQ read */
-	unsigned eq_period;            /* calls between reads at most */
-	uint64_t eq_read_ns;           /* coarse clock at the last read */
-};
-
-struct layer_msg_chan {
-	struct layer_chan chan;        /* first; the core endpoint's context */
-	struct util_dlist link;        /* mcore->chans */
-	struct util_dlist posted_bufs; /* struct layer_buf posted on it */
-	size_t posted_cnt;
-	bool is_ctrl_only;             /* outgoing, no user data seen on it yet: a few buffers */
-	bool is_connecting;            /* outgoing, the peer has not answered its request */
-	struct layer_ring *ring;       /* the rings it lends and writes into, or NULL: what
-					* arrives is taken in order from the start; in chan.ring
-					* (what is sent goes into the peer's) once the peer lends
-					* slots too */
-};
-
-static inline struct layer_msg_core *layer_msg_core_of(struct layer_core *core)
-{
-	return container_of(core, struct layer_msg_core, core);
-}
-
-static inline struct layer_msg_chan *layer_msg_chan_of(struct layer_chan *chan)
-{
-	return container_of(chan, struct layer_msg_chan, chan);
-}
-
-/*
- * Direct receive, over libfabric 1.17's tcp: the core domain takes a callback of ours
- * through fi_set_ops("ofix_dynamic_rbuf_v2"), an extension of tcp's own that rxm uses
- * (DESIGN.md has the facts checked on this platform). tcp then reads the first bytes of each
- * message into the buffer posted for it, calls back with the message's length, and reads the
- * rest into the iov the callback returns: an expected payload goes straight into the user's
- * buffer (the receive path's place upcall), one copy in all on this side.
- * - Buffers post the header only: tcp does not cut a posted buffer to its message, so a
- *   longer one would swallow the next message's first bytes. Every message of the protocol
- *   starts with the whole header; a shorter one (a peer that is not ofi_layer) leaves the
- *   connection's stream broken, and the connection with it.
- * - The callback runs inside fi_cq_read on the endpoint's core CQ, so under the endpoint's
- *   lock (progress), and with tcp's endpoint lock: nothing in it calls the core.
- * - A callback error makes tcp fail the buffer and close the connection.
- * The two structures are libfabric's internal ABI (include/ofi_cq.h, 1.17), declared here:
- * only runtime 1.17, whose tcp has been checked, gets the extension.
- */
-struct layer_core_rbuf_entry {
-	void *op_context;          /* the posted buffer's context: our struct layer_buf */
-	uint64_t flags;
-	size_t len;                /* the whole message, header included */
-	void *buf;                 /* the posted buffer, holding the header */
-	uint64_t data;
-	uint64_t tag;
-	void *ep_context;          /* the core endpoint's context: our struct layer_chan */
-};
-
-struct layer_core_rbuf_ops {
-	size_t size;
-	ssize_t (*get_rbuf)(struct layer_core_rbuf_entry *entry, struct iovec *iov,
-			    size_t *count);
-};
-
-static ssize_t layer_msg_get_rbuf(struct layer_core_rbuf_entry *entry, struct iovec *iov,
-				  size_t *count)
-{
-	struct layer_buf *buf = entry->op_context;
-	struct layer_core *core = buf->ctx.chan->core;
-	struct layer_ring *ring;
-
-	/* a runt (not from ofi_layer): its stream is lost already, close the connection */
-	if (unlikely(entry->len < LAYER_HDR_SIZE))
-		return -FI_EIO;
-	buf->len = entry->len;
-	ring = layer_msg_chan_of(buf->ctx.chan)->ring;
-	if (ring)
-		buf->is_behind_ring = layer_ring_is_behind(ring, layer_buf_hdr(buf));
-	return core->up->place(core->up_arg, buf, iov, count);
-}
-
-/* tcp keeps a pointer to it for the domain's life. */
-static struct layer_core_rbuf_ops layer_msg_rbuf_ops = {
-	.size = sizeof(layer_msg_rbuf_ops),
-	.get_rbuf = layer_msg_get_rbuf,
-};
-
-bool layer_core_msg_direct_recv_init(struct layer_domain *domain)
-{
-	uint32_t version = fi_version();
-	int ret;
-
-	if (!layer_settings.direct_recv || FI_MAJOR(version) != 1 || FI_MINOR(version) != 17 ||
-	    strcasecmp(domain->core_info->fabric_attr->prov_name, "tcp"))
-		return false;
-	ret = fi_set_ops(&domain->core_domain->fid, "ofix_dynamic_rbuf_v2", 0,
-			 &layer_msg_rbuf_ops, NULL);
-	if (ret) {
-		FI_INFO(&layer_prov, FI_LOG_DOMAIN, "no direct receive: %s\n", fi_strerror(-ret));
-		return false;
-	}
-	return true;
-}
 
 /* The largest eager payload this endpoint's buffers take, as the handshake carries it (KiB,
  * rounded down). */
@@ -186,88 +65,24 @@ static size_t layer_msg_peer_eager(uint16_t kib)
 			(size_t) LAYER_INJECT_SIZE);
 }
 
-/* Buffers a channel keeps posted: rx_buf_cnt, or a few while it carries control only. */
-static inline size_t layer_msg_buf_target(const struct layer_msg_chan *mchan)
-{
-	return mchan->is_ctrl_only ? UTIL_MIN(layer_settings.rx_buf_cnt, LAYER_CTRL_BUF_CNT) :
-				     layer_settings.rx_buf_cnt;
-}
-
-static int layer_msg_post_buf_on(struct layer_msg_chan *mchan, struct layer_buf *buf)
-{
-	struct layer_core *core = mchan->chan.core;
-	ssize_t ret;
-
-	layer_core_buf_reset(buf, &mchan->chan);
-	/* Direct receive: the header only, the core asks for the rest (see above). */
-	ret = fi_recv(mchan->chan.core_ep, buf->data,
-		      core->domain->has_direct_recv ? LAYER_HDR_SIZE : core->buf_size, NULL,
-		      FI_ADDR_UNSPEC, buf);
-	if (ret)
-		return (int) ret;
-	util_dlist_insert_tail(&buf->link, &mchan->posted_bufs);
-	mchan->posted_cnt++;
-	return 0;
-}
-
-static int layer_msg_post_buf(struct layer_core *core, struct layer_chan *chan,
-			      struct layer_buf *buf)
-{
-	struct layer_msg_chan *mchan;
-
-	if (!chan || !chan->core_ep)
-		return -FI_ENOTCONN;
-	mchan = layer_msg_chan_of(chan);
-	/* A buffer given back once a replacement went in goes to the pool. */
-	if (mchan->posted_cnt >= layer_msg_buf_target(mchan))
-		return -FI_EAGAIN;
-	return layer_msg_post_buf_on(mchan, buf);
-}
-
-/* Posts buffers on mchan until it holds min(upto, its target). */
-static void layer_msg_fill(struct layer_msg_chan *mchan, size_t upto)
-{
-	struct layer_core *core = mchan->chan.core;
-	struct layer_buf *buf;
-
-	while (mchan->posted_cnt < UTIL_MIN(upto, layer_msg_buf_target(mchan))) {
-		buf = layer_core_buf_get(core);
-		if (!buf)
-			return;
-		if (layer_msg_post_buf_on(mchan, buf)) {
-			layer_core_buf_put(core, buf);
-			return;
-		}
-	}
-}
-
-static void layer_msg_refill(struct layer_core *core, size_t upto)
-{
-	struct layer_msg_core *mcore = layer_msg_core_of(core);
-	struct layer_msg_chan *mchan;
-	struct util_dlist *item;
-
-	util_dlist_foreach(&mcore->chans, item) {
-		mchan = container_of(item, struct layer_msg_chan, link);
-		if (mchan->chan.core_ep)
-			layer_msg_fill(mchan, upto);
-	}
-}
-
 static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool is_outgoing)
 {
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
 	struct layer_msg_chan *mchan;
 
 	mchan = calloc(1, sizeof(*mchan));
 	if (!mchan)
 		return NULL;
+	if (layer_msg_id_alloc(mcore, mchan)) {
+		free(mchan);
+		return NULL;
+	}
 	mchan->chan.core = core;
 	mchan->chan.core_addr = FI_ADDR_UNSPEC;
 	mchan->chan.is_outgoing = is_outgoing;
 	mchan->chan.is_two_way = true;
-	mchan->is_ctrl_only = is_outgoing;
-	util_dlist_init(&mchan->posted_bufs);
-	util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(core)->chans);
+	util_dlist_init(&mchan->taken_bufs);
+	util_dlist_insert_tail(&mchan->link, &mcore->chans);
 	return mchan;
 }
 
@@ -325,32 +140,28 @@ static void layer_msg_chan_close(struct layer_chan *chan)
 	}
 }
 
-/* Its buffers go back without their messages: up as lost when it served a connection. */
+/* The buffers the core took for its messages go back without them: up as lost when it
+ * served a connection. */
 static void layer_msg_chan_free(struct layer_chan *chan, int err)
 {
 	struct layer_msg_chan *mchan = layer_msg_chan_of(chan);
-	struct layer_core *core = chan->core;
-	struct util_dlist *item;
-	struct layer_buf *buf;
+	struct layer_msg_core *mcore = layer_msg_core_of(chan->core);
 
 	layer_msg_chan_close(chan);
+	/* its id names nothing any more: what still comes with it is dropped */
+	layer_msg_id_free(mcore, mchan);
 	/*
-	 * Buffers the core still holds come back through the core CQ, FI_ECANCELED (tcp may
-	 * report them after the close): the channel waits for them, on the dropped list.
+	 * Buffers the core took for its messages come back through the core CQ, FI_ECANCELED
+	 * (tcp may report them after the close): the channel waits for them, on the dropped
+	 * list.
 	 */
-	if (!layer_msg_core_of(core)->is_closed && mchan->posted_cnt) {
+	if (!mcore->is_closed && mchan->taken_cnt) {
 		chan->conn = NULL;
 		util_dlist_remove(&mchan->link);
-		util_dlist_insert_tail(&mchan->link, &layer_msg_core_of(core)->dropped);
+		util_dlist_insert_tail(&mchan->link, &mcore->dropped);
 		return;
 	}
-	while ((item = util_dlist_pop_front(&mchan->posted_bufs))) {
-		buf = container_of(item, struct layer_buf, link);
-		if (chan->conn)
-			core->up->buf_lost(core->up_arg, buf, err);
-		else
-			layer_core_buf_put(core, buf);
-	}
+	layer_msg_release_taken(mchan, err);
 	util_dlist_remove(&mchan->link);
 	/* its core endpoint is closed: nothing writes into its region any more */
 	if (mchan->ring)
@@ -389,7 +200,7 @@ static void layer_msg_free_dropped(struct layer_msg_core *mcore)
 
 	util_dlist_foreach_safe(&mcore->dropped, item, tmp) {
 		mchan = container_of(item, struct layer_msg_chan, link);
-		if (!mchan->posted_cnt || mcore->is_closed)
+		if (!mchan->taken_cnt || mcore->is_closed)
 			layer_msg_chan_free(&mchan->chan, 0);
 	}
 }
@@ -399,6 +210,7 @@ static int layer_msg_setup_core(struct layer_msg_chan *mchan, struct fi_info *in
 	struct layer_core *core = mchan->chan.core;
 	int ret;
 
+	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	ret = fi_endpoint(core->domain->core_domain, info, &mchan->chan.core_ep, &mchan->chan);
 	if (ret)
 		return ret;
@@ -408,14 +220,12 @@ static int layer_msg_setup_core(struct layer_msg_chan *mchan, struct fi_info *in
 	ret = fi_ep_bind(mchan->chan.core_ep, &core->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (ret)
 		goto err_close_core_ep;
+	ret = fi_ep_bind(mchan->chan.core_ep, &layer_msg_core_of(core)->srx->fid, 0);
+	if (ret)
+		goto err_close_core_ep;
 	ret = fi_enable(mchan->chan.core_ep);
 	if (ret)
 		goto err_close_core_ep;
-	layer_msg_fill(mchan, SIZE_MAX);
-	if (mchan->posted_cnt < layer_msg_buf_target(mchan)) {
-		ret = -FI_ENOMEM;
-		goto err_close_core_ep;
-	}
 	return 0;
 
 err_close_core_ep:
@@ -453,9 +263,12 @@ static int layer_msg_enable(struct layer_core *core, size_t tx_size)
 	 * (mr.c), or a core's that hands out its own (tcp's util key map counts up) */
 	core->has_direct_rma = layer_settings.direct_rma && (core->info->caps & FI_RMA) &&
 			       !core->domain->mr.is_soft;
-	ret = fi_passive_ep(core->domain->fabric->core_fabric, core->info, &mcore->pep, core);
+	ret = layer_msg_rx_open(mcore);
 	if (ret)
 		return ret;
+	ret = fi_passive_ep(core->domain->fabric->core_fabric, core->info, &mcore->pep, core);
+	if (ret)
+		goto err_close_rx;
 	ret = fi_pep_bind(mcore->pep, &core->eq->fid, 0);
 	if (ret)
 		goto err_close_pep;
@@ -475,6 +288,8 @@ static int layer_msg_enable(struct layer_core *core, size_t tx_size)
 err_close_pep:
 	fi_close(&mcore->pep->fid);
 	mcore->pep = NULL;
+err_close_rx:
+	layer_msg_rx_close(mcore);
 	return ret;
 }
 
@@ -496,6 +311,7 @@ static int layer_msg_connect(struct layer_core *core, const void *addr,
 	mchan = layer_msg_chan_alloc(core, true);
 	if (!mchan)
 		return -FI_ENOMEM;
+	hello.rx_id = mchan->id;
 	memcpy(mchan->chan.peer_addr, addr, core->addrlen);
 	memcpy(hello.addr, core->addr, core->addrlen);
 	memcpy(hello.key, key->bytes, key->len);
@@ -568,6 +384,8 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 	mchan->chan.tx_eager = layer_msg_peer_eager(hello->rx_eager_kib);
 	mchan->chan.tx_rma_eager = UTIL_MAX(layer_msg_peer_eager(hello->rx_rma_kib),
 					    mchan->chan.tx_eager);
+	mchan->chan.tx_data = hello->rx_id;
+	accept.rx_id = mchan->id;
 	/* Checked once here: everything on the connection is attributed to this key. */
 	ret = core->up->accept(core->up_arg, &mchan->chan, &key);
 	if (ret) {
@@ -669,6 +487,7 @@ static void layer_msg_handle_connected(struct layer_core *core, struct layer_cha
 	}
 	chan->tx_eager = layer_msg_peer_eager(accept.rx_eager_kib);
 	chan->tx_rma_eager = UTIL_MAX(layer_msg_peer_eager(accept.rx_rma_kib), chan->tx_eager);
+	chan->tx_data = accept.rx_id;
 	layer_msg_ring_start(layer_msg_chan_of(chan), &accept.ring);
 	core->up->connected(core->up_arg, chan);
 }
@@ -712,120 +531,6 @@ static bool layer_msg_progress_events(struct layer_core *core)
 	}
 }
 
-/* A buffer came in: user data on a control-only channel gives it its full set. */
-static void layer_msg_handle_buf(struct layer_core *core, struct layer_buf *buf, size_t len)
-{
-	struct layer_msg_chan *mchan = layer_msg_chan_of(buf->ctx.chan);
-	const struct layer_hdr *hdr = layer_buf_hdr(buf);
-	struct layer_ring *ring;
-
-	util_dlist_remove(&buf->link);
-	mchan->posted_cnt--;
-	buf->len = len;
-	if (unlikely(mchan->is_ctrl_only) && len >= sizeof(*hdr) &&
-	    (hdr->op == LAYER_OP_EAGER || hdr->op == LAYER_OP_RTS)) {
-		mchan->is_ctrl_only = false;
-		layer_msg_fill(mchan, SIZE_MAX);
-	}
-	/*
-	 * The ring's slots written before it go up first; those after it once it is up. The
-	 * count is kept from the channel's first message on, though this side may not know the
-	 * peer's ring yet (a connection's data can come before its event does, libfabric 1.22):
-	 * the peer writes into ours as soon as it knows it.
-	 */
-	ring = mchan->ring;
-	if (ring && len >= sizeof(*hdr))
-		layer_ring_before_msg(ring, hdr);
-	core->up->recv(core->up_arg, buf);
-	if (ring)
-		layer_ring_after_msg(ring);
-}
-
-/* On a connected core an error fails the operation's connection, then the operation. */
-static void layer_msg_handle_error(struct layer_core *core, const struct fi_cq_err_entry *err)
-{
-	struct layer_ctx *ctx = err->op_context;
-	int code = err->err ? err->err : FI_EIO;
-	struct layer_msg_chan *mchan;
-	struct layer_buf *buf;
-
-	if (!ctx)
-		return;
-	/* a read fails alone (a key the peer never registered, say) */
-	if (code != FI_ECANCELED && ctx->type != LAYER_CTX_READ && ctx->chan->core_ep &&
-	    ctx->chan->conn)
-		core->up->failed(core->up_arg, ctx->chan, code);
-	if (ctx->type != LAYER_CTX_BUF) {
-		core->up->done(core->up_arg, ctx, code);
-		return;
-	}
-	buf = container_of(ctx, struct layer_buf, ctx);
-	mchan = layer_msg_chan_of(ctx->chan);
-	util_dlist_remove(&buf->link);
-	mchan->posted_cnt--;
-	/* a receive matched to its message fails as the connection did (the connection may
-	 * be gone already: the buffer needs nothing of it) */
-	core->up->buf_lost(core->up_arg, buf, code == FI_ECANCELED ? FI_EIO : code);
-}
-
-static void layer_msg_progress_cq(struct layer_core *core)
-{
-	struct layer_msg_core *mcore = layer_msg_core_of(core);
-	struct fi_cq_msg_entry comp[64];
-	struct fi_cq_err_entry err;
-	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
-	struct layer_ctx *ctx;
-	ssize_t ret, i;
-
-	/*
-	 * Until a read returns fewer entries than asked with no channel closed while handling
-	 * them: then nothing a closed channel flushed is left in the CQ.
-	 */
-	for (;;) {
-		mcore->needs_drain = false;
-		ret = fi_cq_read(core->cq, comp, batch);
-		if (ret == -FI_EAVAIL) {
-			memset(&err, 0, sizeof(err));
-			if (fi_cq_readerr(core->cq, &err, 0) == 1)
-				layer_msg_handle_error(core, &err);
-			continue;
-		}
-		if (ret <= 0)
-			return;
-		for (i = 0; i < ret; i++) {
-			ctx = comp[i].op_context;
-			if (ctx->type == LAYER_CTX_BUF)
-				layer_msg_handle_buf(core, container_of(ctx, struct layer_buf, ctx),
-						     comp[i].len);
-			else
-				core->up->done(core->up_arg, ctx, 0);
-		}
-		if ((size_t) ret < batch && !mcore->needs_drain)
-			return;
-	}
-}
-
-/*
- * What peers wrote into the rings. A message handed up may close channels, whose rings then
- * leave the list: the walk starts over (a ring polled twice finds nothing new).
- */
-static void layer_msg_poll_rings(struct layer_msg_core *mcore)
-{
-	struct layer_ring *ring;
-	struct util_dlist *item;
-	uint64_t gen;
-
-restart:
-	gen = mcore->rings_gen;
-	util_dlist_foreach(&mcore->rings, item) {
-		ring = container_of(item, struct layer_ring, link);
-		if (layer_ring_poll(ring))
-			mcore->core.up->failed(mcore->core.up_arg, ring->chan, EPROTO);
-		if (gen != mcore->rings_gen)
-			goto restart;
-	}
-}
-
 static void layer_msg_progress(struct layer_core *core)
 {
 	struct layer_msg_core *mcore = layer_msg_core_of(core);
@@ -866,17 +571,6 @@ static bool layer_msg_flush(struct layer_core *core)
  * do), which progresses tcp: what it reads from the sockets then, a peer's write into a ring
  * among it, is out of them, and the fds would not wake a sleeper for it.
  */
-static bool layer_msg_rings_ready(struct layer_msg_core *mcore)
-{
-	struct util_dlist *item;
-
-	util_dlist_foreach(&mcore->rings, item) {
-		if (layer_ring_is_ready(container_of(item, struct layer_ring, link)))
-			return true;
-	}
-	return false;
-}
-
 static int layer_msg_trywait(struct layer_core *core)
 {
 	struct fid *fids[2] = { &core->cq->fid, &core->eq->fid };
@@ -911,10 +605,12 @@ static void layer_msg_close(struct layer_core *core)
 		fi_close(&mcore->pep->fid);
 		mcore->pep = NULL;
 	}
+	layer_msg_rx_close(mcore);
 }
 
-static const struct layer_core_ops layer_core_msg_ops = {
+const struct layer_core_ops layer_core_msg_ops = {
 	.has_shared_ep = false,
+	.cq_format = FI_CQ_FORMAT_DATA,
 	.enable = layer_msg_enable,
 	.connect = layer_msg_connect,
 	.chan_close = layer_msg_chan_close,
@@ -939,5 +635,6 @@ struct layer_core *layer_core_msg_alloc(void)
 	util_dlist_init(&mcore->chans);
 	util_dlist_init(&mcore->dropped);
 	util_dlist_init(&mcore->rings);
+	util_dlist_init(&mcore->srx_bufs);
 	return &mcore->core;
 }

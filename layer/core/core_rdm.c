@@ -677,6 +677,7 @@ static void layer_rdm_close(struct layer_core *core)
 
 static const struct layer_core_ops layer_core_rdm_ops = {
 	.has_shared_ep = true,
+	.cq_format = FI_CQ_FORMAT_MSG,
 	.enable = layer_rdm_enable,
 	.connect = layer_rdm_connect,
 	.chan_close = layer_rdm_chan_close,

@@ -204,7 +204,7 @@ ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len, bool m
 	if (ret)
 		return ret;
 	layer_ring_stamp(ring, buf);
-	ret = fi_inject(ring->chan->core_ep, buf, len, FI_ADDR_UNSPEC);
+	ret = layer_core_ep_inject(ring->chan, buf, len);
 	if (!ret)
 		ring->msgs_sent++;
 	return ret;
@@ -219,7 +219,7 @@ ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_
 	if (ret)
 		return ret;
 	layer_ring_stamp(ring, iov[0].iov_base);
-	ret = fi_sendv(ring->chan->core_ep, iov, NULL, count, FI_ADDR_UNSPEC, ctx);
+	ret = layer_core_ep_sendv(ring->chan, iov, count, ctx);
 	if (!ret)
 		ring->msgs_sent++;
 	return ret;

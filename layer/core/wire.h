@@ -53,7 +53,9 @@
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
  *   listening address, the largest eager payload its buffers take, its authorization key,
- *   the ring it lends), its acceptance struct layer_accept, a refusal struct layer_reject
+ *   the ring it lends, the id its peer's messages carry as remote CQ data when its core
+ *   does not say which connection a message came on: core/core_msg.h), its acceptance
+ *   struct layer_accept (the same of the acceptor), a refusal struct layer_reject
  *   (for the requester's key, or because the two endpoints asked each other at once and
  *   the acceptor's request is the one both keep). A ring (core/ring.h) carries short
  *   collective messages, each the header and payload it would carry as a message, as the
@@ -74,7 +76,7 @@
 #include "util/atomic.h"
 #include "util/cma.h"
 
-#define LAYER_PROTO_VERSION 10
+#define LAYER_PROTO_VERSION 11
 
 /* Operations, with their names for logs. */
 #define LAYER_OPS(X)                                                         \
@@ -234,6 +236,9 @@ struct layer_hello {
 			      * takes with its header, KiB */
 	uint8_t key[LAYER_AUTH_KEY_MAX];
 	struct layer_ring_offer ring; /* the requester's ring */
+	uint64_t rx_id;     /* what the acceptor's messages carry as remote CQ data, so that
+			     * the requester knows their connection; 0: nothing (its core names
+			     * it) */
 };
 
 #define LAYER_HELLO_MAGIC 0x6c617972u /* "layr" */
@@ -248,6 +253,7 @@ struct layer_accept {
 	uint16_t reserved2;
 	uint32_t reserved3;
 	struct layer_ring_offer ring; /* the acceptor's ring */
+	uint64_t rx_id;     /* as in struct layer_hello, for the requester's messages */
 };
 
 /* MSG core: carried by a refusal of a connection request (fi_reject), so the requester

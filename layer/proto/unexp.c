@@ -11,7 +11,8 @@
  *
  * unexp->bytes counts what they hold, bounce buffers and records as allocated. Under the
  * limit nothing changes: the core gets a buffer back for every one an unexpected message
- * took from its home (MSG: the connection; RDM: the endpoint). Past it, two things happen:
+ * took from its home (the endpoint's shared buffers, over either core). Past it, two
+ * things happen:
  * - Stall: the core gets no buffer back, so a home runs dry once the buffers it had posted
  *   are used up. The core then holds its peers' data: tcp stops reading the socket, whose
  *   flow control stalls the sender, whose core sends and then whose ofi_layer sends queue
@@ -34,10 +35,9 @@
  * message into each home left dry, so that a probe loop moves forward too.
  *
  * So, exactly: as long as the endpoint has waited for nothing since it went past the limit,
- * unexpected memory stays under the limit plus the buffers its homes had posted then
- * (rx_buf_cnt per connection a peer sends on over a MSG core, 4 * rx_buf_cnt over an RDM
- * core; with direct receive, each with a payload allocation of up to direct_eager_size, which
- * counts too), plus one buffer per dry home per FI_PEEK that found nothing. Waiting lets in more:
+ * unexpected memory stays under the limit plus the buffers its home had posted then
+ * (4 * rx_buf_cnt; with direct receive, each with a payload allocation of up to
+ * direct_eager_size, which counts too), plus one buffer per FI_PEEK that found nothing. Waiting lets in more:
  * what its senders had handed to their core before they were paced, one record per paced
  * send (each sender's tx_size at most), and one record per small message that arrives.
  */

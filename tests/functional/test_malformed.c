@@ -51,6 +51,8 @@ struct raw_side {
 	char addr[64];             /* RDM core: the raw endpoint's address */
 	size_t addrlen;
 	bool has_hello_ack;        /* RDM core: the layer answered the HELLO */
+	uint64_t tx_data;          /* MSG core: the layer's id of the connection, sent as
+				    * remote CQ data when its acceptance asks for it */
 	char rbuf[64] __attribute__((aligned(8))); /* holds a struct layer_hdr */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
@@ -140,7 +142,10 @@ static void open_raw_rdm(struct layer_side *l, struct raw_side *r)
 static uint32_t raw_connect(struct layer_side *l, struct raw_side *r, const void *param,
 			    size_t paramlen)
 {
-	struct fi_eq_cm_entry entry;
+	struct {
+		struct fi_eq_cm_entry entry;
+		struct layer_accept accept;
+	} ev;
 	struct fi_eq_err_entry err;
 	uint32_t event;
 	ssize_t ret;
@@ -153,7 +158,9 @@ static uint32_t raw_connect(struct layer_side *l, struct raw_side *r, const void
 	TRY(fi_connect(r->ep, l->addr, param, paramlen));
 	for (i = 0; i < 20000; i++) {
 		fi_cq_read(l->cq, NULL, 0);
-		ret = fi_eq_read(r->eq, &event, &entry, sizeof(entry), 0);
+		ret = fi_eq_read(r->eq, &event, &ev, sizeof(ev), 0);
+		if (ret == (ssize_t) sizeof(ev) && event == FI_CONNECTED)
+			r->tx_data = ev.accept.rx_id;
 		if (ret > 0)
 			return event;
 		if (ret == -FI_EAVAIL) {
@@ -182,7 +189,8 @@ static void raw_send(struct layer_side *l, struct raw_side *r, const void *buf, 
 	int i;
 
 	do {
-		ret = fi_send(r->ep, buf, len, NULL, r->av ? r->dest : 0, NULL);
+		ret = r->tx_data ? fi_senddata(r->ep, buf, len, NULL, r->tx_data, 0, NULL) :
+				   fi_send(r->ep, buf, len, NULL, r->av ? r->dest : 0, NULL);
 		fi_cq_read(l->cq, NULL, 0);
 		fi_cq_read(r->cq, NULL, 0);
 	} while (ret == -FI_EAGAIN);
@@ -285,6 +293,31 @@ int main(void)
 		CHECK(r.has_hello_ack, "the layer did not answer the HELLO with HELLO_ACK");
 	}
 
+	/*
+	 * Over a connected core whose messages carry the layer's id of their connection
+	 * (without direct receive the core does not say), a good message that names none, or
+	 * an id the layer never gave, is dropped and counted.
+	 */
+	if (r.tx_data) {
+		uint64_t tx_data = r.tx_data;
+
+		drops = dropped_cnt(&l);
+		memset(&msg, 0, sizeof(msg));
+		msg.hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+					       .op = LAYER_OP_EAGER, .size = 5 };
+		memcpy((char *) &msg + sizeof(msg.hdr), "anon", 5);
+		r.tx_data = 0;
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 5);
+		r.tx_data = tx_data ^ (1ULL << 40);
+		raw_send(&l, &r, &msg, sizeof(msg.hdr) + 5);
+		r.tx_data = tx_data;
+		for (i = 0; i < 20000 && dropped_cnt(&l) < drops + 2; i++) {
+			fi_cq_read(l.cq, NULL, 0);
+			usleep(100);
+		}
+		CHECK(dropped_cnt(&l) == drops + 2, "2 messages naming no connection: %lu "
+		      "dropped", (unsigned long) (dropped_cnt(&l) - drops));
+	}
 	/*
 	 * Runt: shorter than a header. With direct receive the core reads the first header's
 	 * worth of every message into a buffer of that size, so a runt would take the next
