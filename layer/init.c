@@ -28,6 +28,10 @@ struct layer_settings layer_settings = {
 	.coll_paired = 2,
 	.coll_segment_size = 256 << 10,
 	.ring_slots = 64,
+	.ring_active = 64,
+	.ring_earn = 16,
+	.ring_idle_ms = 1000,
+	.cq_group = SIZE_MAX,
 	.direct_rma = 1,
 	.peer_timeout_ms = 30000,
 	.keepalive_ms = 1000,
@@ -106,10 +110,25 @@ static const struct layer_param {
 	  "doubling; 2 chooses per group: pairs when more than twice as many of its members are "
 	  "on this host as it has processors online (default: 2)" },
 	{ "ring_slots", &layer_settings.ring_slots, 0, 4096,
-	  "Over a connected core that writes (tcp), the 128-byte slots each connection lends "
-	  "its peer (rounded down to a power of two), which the peer fills with its messages of "
-	  "up to 112 bytes by the core's RMA writes: no completion at either end of the core; "
-	  "0: every message goes as a message (default: 64)" },
+	  "Over a connected core that writes (tcp), the 128-byte slots each side of a busy "
+	  "connection lends the other (rounded down to a power of two), which the peer fills "
+	  "with its messages of up to 120 bytes by the core's RMA writes: no completion at "
+	  "either end of the core; 0: every message goes as a message (default: 64)" },
+	{ "ring_active", &layer_settings.ring_active, 0, 65536,
+	  "Over a connected core that writes (tcp), the connections of an endpoint that may "
+	  "have rings at once; 0: none (default: 64)" },
+	{ "ring_earn", &layer_settings.ring_earn, 1, (size_t) 1 << 31,
+	  "Messages received on a connection within ring_idle milliseconds that earn it a "
+	  "ring (default: 16)" },
+	{ "ring_idle", &layer_settings.ring_idle_ms, 1, (size_t) 1 << 31,
+	  "Milliseconds after which a ring whose slots went unused is given back (default: "
+	  "1000)" },
+	{ "cq_group", &layer_settings.cq_group, 0, 65536,
+	  "Over a connected core whose CQ reads walk every connection bound to them (tcp of "
+	  "libfabric 1.17), the connections that share one core CQ: a progress call reads only "
+	  "the CQs whose sockets have something, or on whose connections something was sent, "
+	  "so that idle peers cost it nothing; 0: one CQ for all, read on every call "
+	  "(default: 32 over tcp of libfabric 1.17, 0 elsewhere)" },
 	{ "direct_rma", &layer_settings.direct_rma, 0, 1,
 	  "Over a connected core with RMA (tcp), a target that has checked a peer's write or "
 	  "read of one of its regions tells the peer how the core names that region, and the "

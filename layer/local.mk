@@ -25,6 +25,7 @@ liblayer_fi_la_SOURCES = \
 	layer/conn/liveness.c \
 	layer/core/core.h layer/core/core.c layer/core/wire.h layer/core/wire.c \
 	layer/core/core_msg.h layer/core/core_msg.c layer/core/core_msg_rx.c \
+	layer/core/core_msg_cq.c \
 	layer/core/core_rdm.h layer/core/core_rdm.c \
 	layer/core/core_rdm_hello.c layer/core/ring.h layer/core/ring.c \
 	layer/dgram/dgram.h layer/dgram/dgram_int.h layer/dgram/dgram_wire.h \

@@ -15,6 +15,7 @@
  * 5. An endpoint's unexpected-message memory, through fi_getopt.
  * 6. The messages an endpoint dropped, through fi_getopt (FI_OPT_LAYER_DROPPED).
  * 7. An endpoint's connections, through fi_getopt (FI_OPT_LAYER_CONN_COUNT).
+ * 8. The connections that have rings now, through fi_getopt (FI_OPT_LAYER_RING_COUNT).
  *
  * This header does not depend on the project's config.h: it tests the macros themselves.
  */
@@ -239,6 +240,17 @@ struct fi_layer_unexp_stats {
  * Errors and read-only as FI_OPT_LAYER_AUTH_DROPPED.
  */
 #define FI_OPT_LAYER_CONN_COUNT (-0x4c05)
+
+/*
+ * The endpoint's connections that hold a ring now (fi_layer(7), Rings: over a connected core
+ * that writes, busy connections earn them and idle ones give them back), as a uint64_t: the
+ * regions the endpoint lends, offered or in use; 0 over other cores.
+ *	uint64_t cnt;
+ *	size_t len = sizeof(cnt);
+ *	fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_RING_COUNT, &cnt, &len);
+ * Errors and read-only as FI_OPT_LAYER_AUTH_DROPPED.
+ */
+#define FI_OPT_LAYER_RING_COUNT (-0x4c06)
 
 #ifdef __cplusplus
 }

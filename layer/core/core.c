@@ -22,11 +22,11 @@
  * fi_enable (the endpoint refuses it after), so the core CQ is replaced before any core
  * endpoint is bound to it.
  */
-static int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj,
-			      struct fid_cq **cq)
+int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj, size_t size,
+		       struct fid_cq **cq)
 {
 	struct fi_cq_attr cq_attr = {
-		.size = LAYER_CORE_CQ_SIZE,
+		.size = size,
 		.format = core->ops->cq_format,
 		.wait_obj = wait_obj,
 	};
@@ -36,12 +36,17 @@ static int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj
 
 int layer_core_cq_wait(struct layer_core *core)
 {
+	return core->ops->cq_wait ? core->ops->cq_wait(core) : layer_core_cq_wait_fd(core);
+}
+
+int layer_core_cq_wait_fd(struct layer_core *core)
+{
 	struct fid_cq *cq;
 	int ret;
 
 	if (core->cq_fd >= 0)
 		return 0;
-	ret = layer_core_open_cq(core, FI_WAIT_FD, &cq);
+	ret = layer_core_open_cq(core, FI_WAIT_FD, LAYER_CORE_CQ_SIZE, &cq);
 	if (ret)
 		/* a core without wait objects (shm): blocking reads poll it */
 		return ret == -FI_ENOSYS ? 0 : ret;
@@ -120,7 +125,7 @@ int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 	if (ret)
 		goto err_free_info;
 	/* Without a wait fd until an object that blocks is bound (layer_core_cq_wait). */
-	ret = layer_core_open_cq(core, FI_WAIT_NONE, &core->cq);
+	ret = layer_core_open_cq(core, FI_WAIT_NONE, LAYER_CORE_CQ_SIZE, &core->cq);
 	if (ret)
 		goto err_fini_pool;
 	ret = fi_eq_open(domain->fabric->core_fabric, &eq_attr, &core->eq, core);

@@ -103,6 +103,26 @@ static inline const struct layer_hdr *layer_buf_hdr(const struct layer_buf *buf)
 #define LAYER_RECORD_SIZE (LAYER_HDR_SIZE + UTIL_MAX(LAYER_INJECT_SIZE, \
 				LAYER_RTS_MAX_SEGS * sizeof(struct layer_rts_seg)))
 
+/*
+ * Channels whose core operations progress together (a MSG core's CQ group, core_msg.h): an
+ * operation posted on one of them marks the set, so that the adapter's next progress call
+ * looks at it whatever its wait fds say (tcp 1.17 registers a socket for writing only from
+ * its progress, once a send could not finish at once).
+ */
+struct layer_core_set {
+	struct util_dlist link;        /* in *marked while is_marked */
+	struct util_dlist *marked;     /* the adapter's list of sets to look at */
+	bool is_marked;
+};
+
+static inline void layer_core_set_mark(struct layer_core_set *set)
+{
+	if (!set->is_marked) {
+		set->is_marked = true;
+		util_dlist_insert_tail(&set->link, set->marked);
+	}
+}
+
 /* One way to a peer through the core. */
 struct layer_chan {
 	struct layer_conn *conn;       /* the connection it carries (conn/), opaque here;
@@ -114,6 +134,8 @@ struct layer_chan {
 	fi_addr_t core_addr;           /* MSG: FI_ADDR_UNSPEC; RDM: the peer in the core AV */
 	uint64_t tx_data;              /* MSG: the peer's id of the channel, which every message
 					* carries as remote CQ data (core_msg.h); 0: none */
+	struct layer_core_set *set;    /* MSG: the group its core endpoint progresses with;
+					* NULL: the adapter looks at everything every call */
 	bool is_outgoing;              /* opened by this endpoint (connect) */
 	bool is_two_way;               /* an incoming channel can carry this endpoint's data
 					* to the peer too (MSG: a connection is both ways; RDM:
@@ -200,6 +222,9 @@ struct layer_core_ops {
 	bool (*flush)(struct layer_core *core);
 	/* fi_trywait on the core's wait objects: 0 when the caller may sleep on them. */
 	int (*trywait)(struct layer_core *core);
+	/* A CQ or counter that can block was bound (before enable): core->cq_fd becomes an fd
+	 * the caller may sleep on. NULL: the core CQ gets a wait fd (layer_core_cq_wait). */
+	int (*cq_wait)(struct layer_core *core);
 	/* Posts buf for the messages of chan (RDM: of any peer; chan unused), unless its home
 	 * holds as many as it keeps: -FI_EAGAIN then. */
 	int (*post_buf)(struct layer_core *core, struct layer_chan *chan, struct layer_buf *buf);
@@ -233,6 +258,7 @@ struct layer_core {
 	bool hold;                     /* gather short sends (ring slots) until flush; set by
 					* the endpoint around its progress */
 	uint32_t staged_cnt;           /* channels with a ring slot staged: flush has work */
+	struct layer_rings *rings;     /* MSG: the channels' rings (ring.h); else NULL */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
@@ -258,6 +284,12 @@ void layer_core_free(struct layer_core *core);
  * fd then is core->cq_fd). A core without wait objects (shm) keeps none: 0 all the same.
  */
 int layer_core_cq_wait(struct layer_core *core);
+/* The same for the one core CQ (core->cq): what layer_core_cq_wait does by default. */
+int layer_core_cq_wait_fd(struct layer_core *core);
+
+/* Opens a core CQ on the endpoint's core domain with the adapter's entry format. */
+int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj, size_t size,
+		       struct fid_cq **cq);
 
 /* Sets up direct receive on a MSG core domain when the core has it; true if it is on. */
 bool layer_core_msg_direct_recv_init(struct layer_domain *domain);
@@ -300,12 +332,20 @@ static inline void layer_core_repost(struct layer_core *core, struct layer_buf *
 		util_bufpool_put(&core->buf_pool, buf);
 }
 
+/* Something was posted on chan's core endpoint: its progress is due. */
+static inline void layer_core_mark(struct layer_chan *chan)
+{
+	if (chan->set)
+		layer_core_set_mark(chan->set);
+}
+
 /* A message on chan's core endpoint, with the peer's id of the channel when it wants it. */
 static inline ssize_t layer_core_ep_sendv(struct layer_chan *chan, const struct iovec *iov,
 					  size_t count, struct layer_ctx *ctx)
 {
 	struct fi_msg msg;
 
+	layer_core_mark(chan);
 	if (!chan->tx_data)
 		return fi_sendv(chan->core_ep, iov, NULL, count, chan->core_addr, ctx);
 	msg = (struct fi_msg) {
@@ -321,6 +361,7 @@ static inline ssize_t layer_core_ep_sendv(struct layer_chan *chan, const struct 
 static inline ssize_t layer_core_ep_inject(struct layer_chan *chan, const void *buf,
 					   size_t len)
 {
+	layer_core_mark(chan);
 	if (!chan->tx_data)
 		return fi_inject(chan->core_ep, buf, len, chan->core_addr);
 	return fi_injectdata(chan->core_ep, buf, len, chan->tx_data, chan->core_addr);
@@ -357,6 +398,7 @@ static inline ssize_t layer_core_read(struct layer_chan *chan, void *buf, size_t
 {
 	if (chan->dgram)
 		return layer_dgram_read(chan->dgram, buf, len, chan->core_addr, addr, key, ctx);
+	layer_core_mark(chan);
 	return fi_read(chan->core_ep, buf, len, NULL, chan->core_addr, addr, key, ctx);
 }
 
@@ -366,13 +408,23 @@ static inline ssize_t layer_core_writev(struct layer_chan *chan, const struct io
 					size_t count, uint64_t addr, uint64_t key,
 					struct layer_ctx *ctx)
 {
+	layer_core_mark(chan);
 	return fi_writev(chan->core_ep, iov, NULL, count, chan->core_addr, addr, key, ctx);
+}
+
+/* An RMA inject write on chan's core endpoint (direct RMA, rings): no completion. */
+static inline ssize_t layer_core_inject_write(struct layer_chan *chan, const void *buf,
+					      size_t len, uint64_t addr, uint64_t key)
+{
+	layer_core_mark(chan);
+	return fi_inject_write(chan->core_ep, buf, len, chan->core_addr, addr, key);
 }
 
 static inline ssize_t layer_core_readv(struct layer_chan *chan, const struct iovec *iov,
 				       size_t count, uint64_t addr, uint64_t key,
 				       struct layer_ctx *ctx)
 {
+	layer_core_mark(chan);
 	return fi_readv(chan->core_ep, iov, NULL, count, chan->core_addr, addr, key, ctx);
 }
 

@@ -73,10 +73,16 @@ static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool
 	mchan = calloc(1, sizeof(*mchan));
 	if (!mchan)
 		return NULL;
-	if (layer_msg_id_alloc(mcore, mchan)) {
+	if (layer_ring_open(&mchan->chan, &mcore->rings, &mchan->ring)) {
 		free(mchan);
 		return NULL;
 	}
+	if (layer_msg_id_alloc(mcore, mchan)) {
+		layer_ring_close(mchan->ring);
+		free(mchan);
+		return NULL;
+	}
+	mchan->chan.ring = mchan->ring;
 	mchan->chan.core = core;
 	mchan->chan.core_addr = FI_ADDR_UNSPEC;
 	mchan->chan.is_outgoing = is_outgoing;
@@ -86,57 +92,21 @@ static struct layer_msg_chan *layer_msg_chan_alloc(struct layer_core *core, bool
 	return mchan;
 }
 
-/* The rings mchan lends its peer (none when they cannot be had: messages carry all). */
-static void layer_msg_ring_open(struct layer_msg_chan *mchan, struct layer_ring_offer *offer)
-{
-	uint32_t slots = layer_msg_core_of(mchan->chan.core)->ring_slots;
-	int ret;
-
-	memset(offer, 0, sizeof(*offer));
-	if (!slots)
-		return;
-	ret = layer_ring_open(&mchan->chan, slots, &mchan->ring);
-	if (ret) {
-		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "no ring for a connection: %s\n",
-				fi_strerror(-ret));
-		return;
-	}
-	*offer = mchan->ring->own;
-}
-
-/* The peer's handshake said what it lends: the rings are used when both sides lend. */
-static void layer_msg_ring_start(struct layer_msg_chan *mchan, const struct layer_ring_offer *offer)
-{
-	struct layer_ring *ring = mchan->ring;
-
-	if (!ring || !offer->slots)
-		return;
-	if (!layer_ring_set_peer(ring, offer)) {
-		LAYER_WARN_ONCE(FI_LOG_EP_CTRL, "a peer offers a ring of %u slots: not used\n",
-				offer->slots);
-		return;
-	}
-	mchan->chan.ring = ring;
-	util_dlist_insert_tail(&ring->link, &layer_msg_core_of(mchan->chan.core)->rings);
-}
-
 /*
  * Closes the channel's core endpoint. tcp completes what it held with FI_ECANCELED errors
- * in the core CQ (it already has if the connection broke): progress reads them before the
- * channel may be freed (needs_drain).
+ * in the core CQ (it already has if the connection broke): progress reads its group's CQ
+ * again before the channel may be freed.
  */
 static void layer_msg_chan_close(struct layer_chan *chan)
 {
 	if (chan->ring) {
-		layer_ring_unstage(chan->ring);
-		util_dlist_remove(&chan->ring->link);
+		layer_ring_stop(chan->ring);
 		chan->ring = NULL;
-		layer_msg_core_of(chan->core)->rings_gen++;
 	}
 	if (chan->core_ep) {
 		fi_close(&chan->core_ep->fid);
 		chan->core_ep = NULL;
-		layer_msg_core_of(chan->core)->needs_drain = true;
+		layer_core_mark(chan);
 	}
 }
 
@@ -163,9 +133,10 @@ static void layer_msg_chan_free(struct layer_chan *chan, int err)
 	}
 	layer_msg_release_taken(mchan, err);
 	util_dlist_remove(&mchan->link);
+	if (mchan->cqg && !mcore->is_closed)
+		layer_msg_cqg_put(mcore, mchan->cqg);
 	/* its core endpoint is closed: nothing writes into its region any more */
-	if (mchan->ring)
-		layer_ring_close(mchan->ring);
+	layer_ring_close(mchan->ring);
 	free(mchan);
 }
 
@@ -208,8 +179,13 @@ static void layer_msg_free_dropped(struct layer_msg_core *mcore)
 static int layer_msg_setup_core(struct layer_msg_chan *mchan, struct fi_info *info)
 {
 	struct layer_core *core = mchan->chan.core;
+	struct layer_msg_core *mcore = layer_msg_core_of(core);
 	int ret;
 
+	mchan->cqg = layer_msg_cqg_take(mcore);
+	if (!mchan->cqg)
+		return -FI_ENOMEM;
+	mchan->chan.set = &mchan->cqg->set;
 	info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	ret = fi_endpoint(core->domain->core_domain, info, &mchan->chan.core_ep, &mchan->chan);
 	if (ret)
@@ -217,10 +193,10 @@ static int layer_msg_setup_core(struct layer_msg_chan *mchan, struct fi_info *in
 	ret = fi_ep_bind(mchan->chan.core_ep, &core->eq->fid, 0);
 	if (ret)
 		goto err_close_core_ep;
-	ret = fi_ep_bind(mchan->chan.core_ep, &core->cq->fid, FI_TRANSMIT | FI_RECV);
+	ret = fi_ep_bind(mchan->chan.core_ep, &mchan->cqg->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (ret)
 		goto err_close_core_ep;
-	ret = fi_ep_bind(mchan->chan.core_ep, &layer_msg_core_of(core)->srx->fid, 0);
+	ret = fi_ep_bind(mchan->chan.core_ep, &mcore->srx->fid, 0);
 	if (ret)
 		goto err_close_core_ep;
 	ret = fi_enable(mchan->chan.core_ep);
@@ -258,14 +234,18 @@ static int layer_msg_enable(struct layer_core *core, size_t tx_size)
 	int ret;
 
 	mcore->eq_period = LAYER_EQ_PERIOD_MIN;
-	mcore->ring_slots = layer_ring_slots(core);
+	layer_rings_init(&mcore->rings, core);
+	core->rings = &mcore->rings;
 	/* the core's keys of the application's regions are never reused: the provider's own
 	 * (mr.c), or a core's that hands out its own (tcp's util key map counts up) */
 	core->has_direct_rma = layer_settings.direct_rma && (core->info->caps & FI_RMA) &&
 			       !core->domain->mr.is_soft;
-	ret = layer_msg_rx_open(mcore);
+	ret = layer_msg_cqgs_enable(mcore);
 	if (ret)
 		return ret;
+	ret = layer_msg_rx_open(mcore);
+	if (ret)
+		goto err_close_cqgs;
 	ret = fi_passive_ep(core->domain->fabric->core_fabric, core->info, &mcore->pep, core);
 	if (ret)
 		goto err_close_rx;
@@ -290,6 +270,8 @@ err_close_pep:
 	mcore->pep = NULL;
 err_close_rx:
 	layer_msg_rx_close(mcore);
+err_close_cqgs:
+	layer_msg_cqgs_close(mcore);
 	return ret;
 }
 
@@ -315,7 +297,6 @@ static int layer_msg_connect(struct layer_core *core, const void *addr,
 	memcpy(mchan->chan.peer_addr, addr, core->addrlen);
 	memcpy(hello.addr, core->addr, core->addrlen);
 	memcpy(hello.key, key->bytes, key->len);
-	layer_msg_ring_open(mchan, &hello.ring);
 
 	ret = layer_msg_setup_core(mchan, core->info);
 	if (ret)
@@ -398,8 +379,6 @@ static void layer_msg_handle_connreq(struct layer_core *core, struct fi_eq_cm_en
 		layer_msg_chan_free(&mchan->chan, 0);
 		goto out;
 	}
-	layer_msg_ring_open(mchan, &accept.ring);
-	layer_msg_ring_start(mchan, &hello->ring);
 	ret = layer_msg_setup_core(mchan, entry->info);
 	if (!ret)
 		ret = fi_accept(mchan->chan.core_ep, &accept, sizeof(accept));
@@ -488,7 +467,6 @@ static void layer_msg_handle_connected(struct layer_core *core, struct layer_cha
 	chan->tx_eager = layer_msg_peer_eager(accept.rx_eager_kib);
 	chan->tx_rma_eager = UTIL_MAX(layer_msg_peer_eager(accept.rx_rma_kib), chan->tx_eager);
 	chan->tx_data = accept.rx_id;
-	layer_msg_ring_start(layer_msg_chan_of(chan), &accept.ring);
 	core->up->connected(core->up_arg, chan);
 }
 
@@ -544,8 +522,9 @@ static void layer_msg_progress(struct layer_core *core)
 		else if (mcore->eq_period < LAYER_EQ_PERIOD_MAX)
 			mcore->eq_period <<= 1;
 	}
-	layer_msg_progress_cq(core);
-	if (!util_dlist_empty(&mcore->rings))
+	layer_msg_progress_cqs(mcore);
+	layer_rings_progress(&mcore->rings, now / 1000000);
+	if (!util_dlist_empty(&mcore->rings.active))
 		layer_msg_poll_rings(mcore);
 	/* the CQ was read empty: what the dropped channels wait for has come, or comes later */
 	if (unlikely(!util_dlist_empty(&mcore->dropped)))
@@ -559,30 +538,11 @@ static bool layer_msg_flush(struct layer_core *core)
 	struct util_dlist *item;
 	bool is_flushed = true;
 
-	util_dlist_foreach(&mcore->rings, item) {
+	util_dlist_foreach(&mcore->rings.active, item) {
 		if (layer_ring_flush(container_of(item, struct layer_ring, link)))
 			is_flushed = false;
 	}
 	return is_flushed;
-}
-
-/*
- * Whether a slot is whole in a ring. fi_trywait reads the core CQ (libfabric's poll sets
- * do), which progresses tcp: what it reads from the sockets then, a peer's write into a ring
- * among it, is out of them, and the fds would not wake a sleeper for it.
- */
-static int layer_msg_trywait(struct layer_core *core)
-{
-	struct fid *fids[2] = { &core->cq->fid, &core->eq->fid };
-	int ret;
-
-	/* Nothing to sleep on: the core CQ has no wait fd. */
-	if (core->cq_fd < 0)
-		return -FI_EAGAIN;
-	ret = fi_trywait(core->domain->fabric->core_fabric, fids, 2);
-	if (!ret && layer_msg_rings_ready(layer_msg_core_of(core)))
-		return -FI_EAGAIN;
-	return ret;
 }
 
 static void layer_msg_close(struct layer_core *core)
@@ -606,6 +566,7 @@ static void layer_msg_close(struct layer_core *core)
 		mcore->pep = NULL;
 	}
 	layer_msg_rx_close(mcore);
+	layer_msg_cqgs_close(mcore);
 }
 
 const struct layer_core_ops layer_core_msg_ops = {
@@ -619,6 +580,7 @@ const struct layer_core_ops layer_core_msg_ops = {
 	.progress = layer_msg_progress,
 	.flush = layer_msg_flush,
 	.trywait = layer_msg_trywait,
+	.cq_wait = layer_msg_cq_wait,
 	.post_buf = layer_msg_post_buf,
 	.refill = layer_msg_refill,
 	.close = layer_msg_close,
@@ -634,7 +596,9 @@ struct layer_core *layer_core_msg_alloc(void)
 	mcore->core.ops = &layer_core_msg_ops;
 	util_dlist_init(&mcore->chans);
 	util_dlist_init(&mcore->dropped);
-	util_dlist_init(&mcore->rings);
 	util_dlist_init(&mcore->srx_bufs);
+	util_dlist_init(&mcore->rings.active);
+	util_dlist_init(&mcore->rings.pending);
+	layer_msg_cqgs_init(mcore);
 	return &mcore->core;
 }

@@ -4,7 +4,9 @@
  *   and channels;
  * - core_msg_rx.c: what arrives: the shared receive context every channel takes its
  *   buffers from, the channels' ids that tell which connection a message came on, direct
- *   receive, and the core's completions.
+ *   receive, and the core's completions;
+ * - core_msg_cq.c: the core CQs the channels are spread over, which ones a progress call
+ *   reads, and waiting.
  *
  * Every channel's core endpoint takes its receive buffers from one shared receive context
  * (fi_srx_context(3)): an idle connection holds no buffer, and the endpoint posts as many as
@@ -30,6 +32,15 @@ struct layer_msg_ids {
 	uint32_t gen;                  /* generations handed out */
 };
 
+/* Channels whose core endpoints share one core CQ (core_msg_cq.c). */
+struct layer_msg_cqg {
+	struct layer_core_set set;     /* marked: the next progress call reads it */
+	struct fid_cq *cq;
+	int fd;                        /* its wait fd (in mcore->epfd), or -1 */
+	uint32_t chan_cnt;             /* channels bound to it, until freed */
+	uint32_t idx;                  /* in mcore->cqgs */
+};
+
 struct layer_msg_core {
 	struct layer_core core;        /* first */
 	struct fid_pep *pep;           /* the listener */
@@ -42,17 +53,21 @@ struct layer_msg_core {
 	bool has_rx_id;                /* peers name the channel of each message by its id in
 					* remote CQ data (no direct receive) */
 	struct layer_msg_ids ids;      /* has_rx_id: the channels by id */
+	bool is_dry;                   /* the shared context ran out of buffers since every
+					* group was last read (core_msg_cq.c) */
+	/* the core CQs (core_msg_cq.c) */
+	struct layer_msg_cqg **cqgs;   /* [0]: core->cq; the others once needed */
+	size_t cqg_cnt;
+	size_t cqg_cap;
+	uint32_t cqg_size;             /* channels per CQ; 0: one CQ, read every call */
+	int epfd;                      /* the groups' wait fds (core->cq_fd), or -1 */
+	struct util_dlist marked;      /* struct layer_core_set of the groups to read */
 	struct util_dlist chans;       /* every struct layer_msg_chan the layer above holds */
 	struct util_dlist dropped;     /* let go of (chan_drop) or freed with buffers still in
 					* the core's hands: freed at the end of progress, once
 					* the core CQ gave them back */
-	struct util_dlist rings;       /* struct layer_ring of channels whose peers write
-					* into them (ring.h): polled by progress */
-	uint64_t rings_gen;            /* rings taken out of the list so far */
-	uint32_t ring_slots;           /* slots each channel lends its peer, or 0 (ring.h) */
+	struct layer_rings rings;      /* the channels' rings (ring.h) */
 	bool is_closed;                /* the endpoint closes: nothing completes any more */
-	bool needs_drain;              /* a channel was closed since the core CQ was last read
-					* empty: completions it flushed may be in it */
 	unsigned eq_calls;             /* progress calls since the last EQ read */
 	unsigned eq_period;            /* calls between reads at most */
 	uint64_t eq_read_ns;           /* coarse clock at the last read */
@@ -60,6 +75,7 @@ struct layer_msg_core {
 
 struct layer_msg_chan {
 	struct layer_chan chan;        /* first; the core endpoint's context */
+	struct layer_msg_cqg *cqg;     /* the group of its core endpoint, once it has one */
 	struct util_dlist link;        /* mcore->chans */
 	struct util_dlist taken_bufs;  /* direct receive: struct layer_buf the core took for a
 					* message of this channel, not completed yet */
@@ -67,10 +83,7 @@ struct layer_msg_chan {
 	uint64_t id;                   /* has_rx_id: its id, what the peer sends as remote CQ
 					* data; else 0 */
 	bool is_connecting;            /* outgoing, the peer has not answered its request */
-	struct layer_ring *ring;       /* the rings it lends and writes into, or NULL: what
-					* arrives is taken in order from the start; in chan.ring
-					* (what is sent goes into the peer's) once the peer lends
-					* slots too */
+	struct layer_ring *ring;       /* its rings (ring.h), also chan.ring while it may send */
 };
 
 static inline struct layer_msg_core *layer_msg_core_of(struct layer_core *core)
@@ -96,11 +109,30 @@ void layer_msg_id_free(struct layer_msg_core *mcore, struct layer_msg_chan *mcha
 /* The buffers the core took for mchan's messages go up as lost (err), or back to the pool
  * when nothing above holds the channel. */
 void layer_msg_release_taken(struct layer_msg_chan *mchan, int err);
-/* Reads the core CQ until it is empty, handing up what completed. */
-void layer_msg_progress_cq(struct layer_core *core);
+/* Reads a core CQ until it is empty, handing up what completed. */
+void layer_msg_read_cq(struct layer_msg_core *mcore, struct fid_cq *cq);
 /* Whether a slot is whole in a ring, and what peers wrote there. */
 bool layer_msg_rings_ready(struct layer_msg_core *mcore);
 void layer_msg_poll_rings(struct layer_msg_core *mcore);
+
+/* ---- core_msg_cq.c ---- */
+
+/* At alloc: no group yet. */
+void layer_msg_cqgs_init(struct layer_msg_core *mcore);
+/* At enable: group 0 (and the epoll set when the core's CQs are spread). 0 or -FI_E*. */
+int layer_msg_cqgs_enable(struct layer_msg_core *mcore);
+/* At close, after every channel's core endpoint. */
+void layer_msg_cqgs_close(struct layer_msg_core *mcore);
+/* A CQ for a new channel's core endpoint: its group (counted), or NULL (-FI_ENOMEM). */
+struct layer_msg_cqg *layer_msg_cqg_take(struct layer_msg_core *mcore);
+/* The channel that had it is freed (its core endpoint closed). */
+void layer_msg_cqg_put(struct layer_msg_core *mcore, struct layer_msg_cqg *cqg);
+/* The shared context has buffers again after running out: every group is read. */
+void layer_msg_cqgs_mark_all(struct layer_msg_core *mcore);
+/* Reads the CQs that have something, or something posted on them. */
+void layer_msg_progress_cqs(struct layer_msg_core *mcore);
+int layer_msg_cq_wait(struct layer_core *core);
+int layer_msg_trywait(struct layer_core *core);
 
 extern const struct layer_core_ops layer_core_msg_ops;
 int layer_msg_post_buf(struct layer_core *core, struct layer_chan *chan,

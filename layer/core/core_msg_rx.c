@@ -15,6 +15,20 @@
  * connections used to keep posted each (the RDM adapter keeps as many for all its peers). */
 #define LAYER_MSG_BUF_FACTOR 4
 
+/*
+ * The core took a buffer of the shared context. tcp stops reading a connection whose next
+ * message finds none: once buffers are posted again, every group is read (core_msg_cq.c).
+ * With direct receive the count is the core's own; without, buffers are counted out only
+ * when they complete, and the core may have taken those still counted for messages on their
+ * way in: below half of them, the context counts as dry.
+ */
+static inline void layer_msg_srx_taken(struct layer_msg_core *mcore)
+{
+	mcore->srx_cnt--;
+	if (mcore->srx_cnt <= (mcore->has_rx_id ? mcore->buf_target / 2 : 0))
+		mcore->is_dry = true;
+}
+
 /* ---- direct receive ---- */
 
 /*
@@ -63,7 +77,7 @@ static ssize_t layer_msg_get_rbuf(struct layer_core_rbuf_entry *entry, struct io
 	/* The buffer is the channel's from now on: out of the shared context's list, so that
 	 * the channel is kept until the core gives it back. */
 	util_dlist_remove(&buf->link);
-	mcore->srx_cnt--;
+	layer_msg_srx_taken(mcore);
 	buf->ctx.chan = chan;
 	util_dlist_insert_tail(&buf->link, &mchan->taken_bufs);
 	mchan->taken_cnt++;
@@ -100,6 +114,7 @@ bool layer_core_msg_direct_recv_init(struct layer_domain *domain)
 }
 
 /* ---- channel ids ---- */
+
 
 /* Ids are slot + 1 in the low 32 bits (0 is "none"), a generation in the high 32. */
 static inline uint32_t layer_msg_id_slot(uint64_t id)
@@ -185,6 +200,7 @@ static struct layer_msg_chan *layer_msg_id_find(struct layer_msg_core *mcore, ui
 
 /* ---- buffers ---- */
 
+
 int layer_msg_post_buf(struct layer_core *core, struct layer_chan *chan,
 		       struct layer_buf *buf)
 {
@@ -204,6 +220,10 @@ int layer_msg_post_buf(struct layer_core *core, struct layer_chan *chan,
 		return (int) ret;
 	util_dlist_insert_tail(&buf->link, &mcore->srx_bufs);
 	mcore->srx_cnt++;
+	/* the core may hold messages it had no buffer for, on connections whose sockets say
+	 * nothing more: every group is read once */
+	if (unlikely(mcore->is_dry))
+		layer_msg_cqgs_mark_all(mcore);
 	return 0;
 }
 
@@ -301,7 +321,7 @@ static struct layer_msg_chan *layer_msg_buf_chan(struct layer_msg_core *mcore,
 		mchan->taken_cnt--;
 		return mchan;
 	}
-	mcore->srx_cnt--;
+	layer_msg_srx_taken(mcore);
 	if (!mcore->has_rx_id || !(flags & FI_REMOTE_CQ_DATA))
 		return NULL;
 	mchan = layer_msg_id_find(mcore, data);
@@ -318,6 +338,7 @@ static void layer_msg_handle_buf(struct layer_msg_core *mcore, struct layer_buf 
 	struct layer_msg_chan *mchan;
 	const struct layer_hdr *hdr;
 	struct layer_ring *ring;
+	int ret;
 
 	mchan = layer_msg_buf_chan(mcore, buf, comp->flags, comp->data);
 	buf->len = comp->len;
@@ -336,11 +357,21 @@ static void layer_msg_handle_buf(struct layer_msg_core *mcore, struct layer_buf 
 	 */
 	hdr = layer_buf_hdr(buf);
 	ring = mchan->ring;
-	if (ring && buf->len >= sizeof(*hdr))
+	if (buf->len >= sizeof(*hdr))
 		layer_ring_before_msg(ring, hdr);
+	if (unlikely(layer_ring_is_ctl(hdr->op) && layer_hdr_fits(hdr, buf->len))) {
+		/* the rings' own: kept here */
+		ret = layer_ring_ctl_arrive(ring, buf);
+		/* taken, but no traffic of the application's: it earns nothing */
+		ring->msgs_taken++;
+		layer_core_repost(core, buf);
+		if (ret)
+			core->up->failed(core->up_arg, &mchan->chan, EPROTO);
+		return;
+	}
 	core->up->recv(core->up_arg, buf);
-	if (ring)
-		layer_ring_after_msg(ring);
+	/* the channel may be closed now: its ring stays until it is freed */
+	layer_ring_after_msg(ring);
 }
 
 /* On a connected core an error fails the operation's connection, then the operation. */
@@ -378,25 +409,22 @@ static void layer_msg_handle_error(struct layer_msg_core *mcore,
 	core->up->buf_lost(core->up_arg, buf, code == FI_ECANCELED ? FI_EIO : code);
 }
 
-void layer_msg_progress_cq(struct layer_core *core)
+void layer_msg_read_cq(struct layer_msg_core *mcore, struct fid_cq *cq)
 {
-	struct layer_msg_core *mcore = layer_msg_core_of(core);
+	struct layer_core *core = &mcore->core;
 	struct fi_cq_data_entry comp[64];
 	struct fi_cq_err_entry err;
 	size_t batch = UTIL_MIN(layer_settings.cq_batch, UTIL_ARRAY_SIZE(comp));
 	struct layer_ctx *ctx;
 	ssize_t ret, i;
 
-	/*
-	 * Until a read returns fewer entries than asked with no channel closed while handling
-	 * them: then nothing a closed channel flushed is left in the CQ.
-	 */
+	/* Until a read returns fewer entries than asked (a channel closed while handling them
+	 * marks its group: read again, what the core flushed for it is there). */
 	for (;;) {
-		mcore->needs_drain = false;
-		ret = fi_cq_read(core->cq, comp, batch);
+		ret = fi_cq_read(cq, comp, batch);
 		if (ret == -FI_EAVAIL) {
 			memset(&err, 0, sizeof(err));
-			if (fi_cq_readerr(core->cq, &err, 0) == 1)
+			if (fi_cq_readerr(cq, &err, 0) == 1)
 				layer_msg_handle_error(mcore, &err);
 			continue;
 		}
@@ -405,12 +433,13 @@ void layer_msg_progress_cq(struct layer_core *core)
 		for (i = 0; i < ret; i++) {
 			ctx = comp[i].op_context;
 			if (ctx->type == LAYER_CTX_BUF)
-				layer_msg_handle_buf(mcore, container_of(ctx, struct layer_buf, ctx),
+				layer_msg_handle_buf(mcore,
+						     container_of(ctx, struct layer_buf, ctx),
 						     &comp[i]);
 			else
 				core->up->done(core->up_arg, ctx, 0);
 		}
-		if ((size_t) ret < batch && !mcore->needs_drain)
+		if ((size_t) ret < batch)
 			return;
 	}
 }
@@ -428,12 +457,12 @@ void layer_msg_poll_rings(struct layer_msg_core *mcore)
 	uint64_t gen;
 
 restart:
-	gen = mcore->rings_gen;
-	util_dlist_foreach(&mcore->rings, item) {
+	gen = mcore->rings.gen;
+	util_dlist_foreach(&mcore->rings.active, item) {
 		ring = container_of(item, struct layer_ring, link);
 		if (layer_ring_poll(ring))
 			mcore->core.up->failed(mcore->core.up_arg, ring->chan, EPROTO);
-		if (gen != mcore->rings_gen)
+		if (gen != mcore->rings.gen)
 			goto restart;
 	}
 }
@@ -447,7 +476,7 @@ bool layer_msg_rings_ready(struct layer_msg_core *mcore)
 {
 	struct util_dlist *item;
 
-	util_dlist_foreach(&mcore->rings, item) {
+	util_dlist_foreach(&mcore->rings.active, item) {
 		if (layer_ring_is_ready(container_of(item, struct layer_ring, link)))
 			return true;
 	}

@@ -14,17 +14,20 @@ _Static_assert(sizeof(struct layer_ring_trailer) == 8, "ring trailer");
 _Static_assert(LAYER_RING_MSG_MAX <= UINT8_MAX, "a slot's length fits its trailer");
 _Static_assert(LAYER_RING_MSG_MAX >= LAYER_HDR_SIZE + 64, "a slot holds 64 bytes of payload");
 
-uint32_t layer_ring_slots(const struct layer_core *core)
+void layer_rings_init(struct layer_rings *rings, const struct layer_core *core)
 {
 	uint32_t slots = 1;
 
+	rings->max = (uint32_t) layer_settings.ring_active;
+	rings->earn = (uint32_t) layer_settings.ring_earn;
+	rings->idle_ms = layer_settings.ring_idle_ms;
 	/* the core writes (tcp), a whole slot in one inject, at virtual addresses or offsets */
-	if (!layer_settings.ring_slots || !(core->info->caps & FI_RMA) ||
+	if (!layer_settings.ring_slots || !rings->max || !(core->info->caps & FI_RMA) ||
 	    core->inject_size < LAYER_RING_SLOT || core->domain->mr.is_soft)
-		return 0;
+		return;
 	while (slots * 2 <= UTIL_MIN(layer_settings.ring_slots, (size_t) LAYER_RING_SLOTS_MAX))
 		slots *= 2;
-	return slots;
+	rings->slots = slots;
 }
 
 static inline uint8_t *layer_ring_slot(const struct layer_ring *ring, uint32_t idx)
@@ -43,58 +46,106 @@ static inline uint8_t *layer_ring_next(const struct layer_ring *ring)
 	return layer_ring_slot(ring, ring->taken & (ring->own.slots - 1));
 }
 
-int layer_ring_open(struct layer_chan *chan, uint32_t slots, struct layer_ring **ring_out)
+int layer_ring_open(struct layer_chan *chan, struct layer_rings *rings,
+		    struct layer_ring **ring_out)
 {
-	struct layer_domain *domain = chan->core->domain;
 	struct layer_ring *ring;
-	int ret;
 
 	ring = calloc(1, sizeof(*ring));
 	if (!ring)
 		return -FI_ENOMEM;
 	ring->chan = chan;
+	ring->rings = rings;
 	util_dlist_init(&ring->link);
-	ring->region_len = sizeof(struct layer_ring_ctl) + (size_t) slots * LAYER_RING_SLOT;
-	if (posix_memalign((void **) &ring->region, 4096, ring->region_len)) {
-		ret = -FI_ENOMEM;
-		goto err_free;
-	}
-	/* no trailer holds number 0: every slot starts empty */
-	memset(ring->region, 0, ring->region_len);
-	ret = layer_mr_core_reg(domain, ring->region, ring->region_len, FI_REMOTE_WRITE,
-				&ring->mr);
-	if (ret)
-		goto err_free_region;
-	ring->own.addr = chan->core->has_virt_addr ? (uint64_t) (uintptr_t) ring->region : 0;
-	ring->own.key = fi_mr_key(ring->mr);
-	ring->own.slots = slots;
+	util_dlist_init(&ring->pending_link);
 	*ring_out = ring;
 	return 0;
+}
 
-err_free_region:
+static void layer_ring_unstage(struct layer_ring *ring)
+{
+	if (ring->is_staged) {
+		ring->is_staged = false;
+		ring->chan->core->staged_cnt--;
+	}
+}
+
+/* ---- regions ---- */
+
+/* A region of rings->slots slots, registered, counted: 0 or -FI_E*. */
+static int layer_ring_region_alloc(struct layer_ring *ring)
+{
+	struct layer_rings *rings = ring->rings;
+	struct layer_domain *domain = ring->chan->core->domain;
+	struct layer_ring_ctl *ctl;
+	int ret;
+
+	ring->region_len = sizeof(struct layer_ring_ctl) + (size_t) rings->slots * LAYER_RING_SLOT;
+	if (posix_memalign((void **) &ring->region, 4096, ring->region_len))
+		return -FI_ENOMEM;
+	/* no trailer holds a number due yet: every slot starts empty */
+	memset(ring->region, 0, ring->region_len);
+	/* the peer has taken every slot we wrote so far (rings end with all taken) */
+	ctl = (struct layer_ring_ctl *) ring->region;
+	ctl->taken = ring->sent;
+	ret = layer_mr_core_reg(domain, ring->region, ring->region_len, FI_REMOTE_WRITE,
+				&ring->mr);
+	if (ret) {
+		free(ring->region);
+		ring->region = NULL;
+		return ret;
+	}
+	ring->own.addr = ring->chan->core->has_virt_addr ? (uint64_t) (uintptr_t) ring->region : 0;
+	ring->own.key = fi_mr_key(ring->mr);
+	ring->own.slots = rings->slots;
+	ring->taken_told = ring->taken;
+	ring->used_ms = rings->now_ms;
+	util_dlist_insert_tail(&ring->link, &rings->active);
+	rings->cnt++;
+	return 0;
+}
+
+/* The peer writes into it no more, and what it wrote is taken. */
+static void layer_ring_region_free(struct layer_ring *ring)
+{
+	if (!ring->region)
+		return;
+	util_dlist_remove(&ring->link);
+	ring->rings->gen++;
+	ring->rings->cnt--;
+	layer_mr_core_close(ring->chan->core->domain, ring->mr);
 	free(ring->region);
-err_free:
-	free(ring);
-	return ret;
+	ring->region = NULL;
+	ring->mr = NULL;
+}
+
+void layer_ring_stop(struct layer_ring *ring)
+{
+	layer_ring_unstage(ring);
+	ring->state = LAYER_RING_NONE;
+	if (ring->pending_op) {
+		ring->pending_op = 0;
+		util_dlist_remove(&ring->pending_link);
+	}
+	/* out of the polled list now, the region freed with the ring (layer_ring_close) */
+	if (ring->region) {
+		util_dlist_remove(&ring->link);
+		ring->rings->gen++;
+	}
 }
 
 void layer_ring_close(struct layer_ring *ring)
 {
-	util_dlist_remove(&ring->link);
-	layer_mr_core_close(ring->chan->core->domain, ring->mr);
-	free(ring->region);
+	layer_ring_stop(ring);
+	if (ring->region) {
+		ring->rings->cnt--;
+		layer_mr_core_close(ring->chan->core->domain, ring->mr);
+		free(ring->region);
+	}
 	free(ring);
 }
 
-bool layer_ring_set_peer(struct layer_ring *ring, const struct layer_ring_offer *offer)
-{
-	uint32_t slots = offer->slots;
-
-	if (slots > LAYER_RING_SLOTS_MAX || (slots & (slots - 1)))
-		return false;
-	ring->peer = *offer;
-	return true;
-}
+/* ---- writing ---- */
 
 /* A slot image of the message buf (len bytes, at most LAYER_RING_MSG_MAX), numbered num. */
 static void layer_ring_fill(const struct layer_ring *ring, uint8_t *slot, const void *buf,
@@ -129,17 +180,9 @@ static ssize_t layer_ring_put(struct layer_ring *ring, const uint8_t *slot, uint
 {
 	uint32_t idx = (num - 1) & (ring->peer.slots - 1);
 
-	return fi_inject_write(ring->chan->core_ep, slot, LAYER_RING_SLOT, FI_ADDR_UNSPEC,
-			       ring->peer.addr + sizeof(struct layer_ring_ctl) +
-			       (uint64_t) idx * LAYER_RING_SLOT, ring->peer.key);
-}
-
-void layer_ring_unstage(struct layer_ring *ring)
-{
-	if (ring->is_staged) {
-		ring->is_staged = false;
-		ring->chan->core->staged_cnt--;
-	}
+	return layer_core_inject_write(ring->chan, slot, LAYER_RING_SLOT,
+				       ring->peer.addr + sizeof(struct layer_ring_ctl) +
+				       (uint64_t) idx * LAYER_RING_SLOT, ring->peer.key);
 }
 
 ssize_t layer_ring_flush(struct layer_ring *ring)
@@ -155,9 +198,9 @@ ssize_t layer_ring_flush(struct layer_ring *ring)
 }
 
 /*
- * Into the peer's next slot, or with the message in the staged one: 0, -FI_EAGAIN (too long,
- * no room, the core busy), or an error of the core. The slot is staged, and written now
- * unless the message may be kept while the core holds what progress sends.
+ * Into the peer's next slot, or with the message in the staged one: 0, -FI_EAGAIN (no ring
+ * up, too long, no room, the core busy), or an error of the core. The slot is staged, and
+ * written now unless the message may be kept while the core holds what progress sends.
  */
 static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t len,
 				bool may_keep)
@@ -167,7 +210,7 @@ static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t
 	uint32_t num = ring->sent + 1;
 	ssize_t ret;
 
-	if (len > LAYER_RING_MSG_MAX)
+	if (ring->state != LAYER_RING_UP || len > LAYER_RING_MSG_MAX)
 		return -FI_EAGAIN;
 	if (!ring->is_staged || !layer_ring_append(ring->stage, buf, len)) {
 		ret = layer_ring_flush(ring);
@@ -180,6 +223,7 @@ static ssize_t layer_ring_write(struct layer_ring *ring, const void *buf, size_t
 		ring->chan->core->staged_cnt++;
 		ring->sent = num;
 	}
+	ring->used_ms = ring->rings->now_ms;
 	/* staged, it is sent as far as the layers above know: the core takes it later */
 	if (!is_kept)
 		(void) layer_ring_flush(ring);
@@ -192,14 +236,11 @@ static inline void layer_ring_stamp(const struct layer_ring *ring, void *hdr)
 	((struct layer_hdr *) hdr)->key_slot = (uint16_t) ring->sent;
 }
 
-ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len, bool may_keep)
+/* A message on the channel's core endpoint, behind the slots written before it. */
+static ssize_t layer_ring_inject_msg(struct layer_ring *ring, void *buf, size_t len)
 {
 	ssize_t ret;
 
-	ret = layer_ring_write(ring, buf, len, may_keep);
-	if (ret != -FI_EAGAIN)
-		return ret;
-	/* a message goes behind the slots staged before it */
 	ret = layer_ring_flush(ring);
 	if (ret)
 		return ret;
@@ -208,6 +249,16 @@ ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len, bool m
 	if (!ret)
 		ring->msgs_sent++;
 	return ret;
+}
+
+ssize_t layer_ring_inject(struct layer_ring *ring, void *buf, size_t len, bool may_keep)
+{
+	ssize_t ret;
+
+	ret = layer_ring_write(ring, buf, len, may_keep);
+	if (ret != -FI_EAGAIN)
+		return ret;
+	return layer_ring_inject_msg(ring, buf, len);
 }
 
 ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_t count,
@@ -225,15 +276,161 @@ ssize_t layer_ring_sendv(struct layer_ring *ring, const struct iovec *iov, size_
 	return ret;
 }
 
+/* ---- the rings' own messages ---- */
+
+/* Sends op (with our offer for OFFER and ACCEPT): 0, or the core's error. */
+static ssize_t layer_ring_send_ctl(struct layer_ring *ring, unsigned op)
+{
+	struct {
+		struct layer_hdr hdr;
+		struct layer_ring_offer offer;
+	} msg = {
+		.hdr = {
+			.version = LAYER_PROTO_VERSION,
+			.op = (uint8_t) op,
+		},
+		.offer = ring->own,
+	};
+	size_t len = op == LAYER_OP_RING_RELEASE ? sizeof(msg.hdr) : sizeof(msg);
+
+	return layer_ring_inject_msg(ring, &msg, len);
+}
+
+/* Sends op now, or once the core takes it (progress tries again). */
+static void layer_ring_say(struct layer_ring *ring, unsigned op)
+{
+	if (!layer_ring_send_ctl(ring, op))
+		return;
+	if (!ring->pending_op)
+		util_dlist_insert_tail(&ring->pending_link, &ring->rings->pending);
+	ring->pending_op = (uint8_t) op;
+}
+
+/* What follows a RING_* message that went: a release answered ends the ring. */
+static void layer_ring_said(struct layer_ring *ring, unsigned op)
+{
+	if (op == LAYER_OP_RING_RELEASE && ring->is_answer)
+		ring->state = LAYER_RING_NONE;
+}
+
+/* A side that received enough offers its region, when it may hold one more. */
+static void layer_ring_offer(struct layer_ring *ring)
+{
+	struct layer_rings *rings = ring->rings;
+
+	/* one step at a time: an answer still to go comes first */
+	if (!rings->slots || rings->cnt >= rings->max || ring->pending_op ||
+	    layer_ring_region_alloc(ring))
+		return;
+	if (layer_ring_send_ctl(ring, LAYER_OP_RING_OFFER)) {
+		/* the core is busy: offered later, if traffic goes on */
+		layer_ring_region_free(ring);
+		return;
+	}
+	ring->state = LAYER_RING_OFFERED;
+}
+
+/* Stops writing into the peer's region and says so (RING_RELEASE): the slot staged goes
+ * first. The region stays until the peer's release comes. */
+static void layer_ring_release(struct layer_ring *ring, bool is_answer)
+{
+	/* an acceptance still to go goes first (idle: released by a later sweep) */
+	if (ring->pending_op && !is_answer)
+		return;
+	ring->state = LAYER_RING_CLOSING;
+	ring->is_answer = is_answer;
+	if (layer_ring_flush(ring) || layer_ring_send_ctl(ring, LAYER_OP_RING_RELEASE)) {
+		if (!ring->pending_op)
+			util_dlist_insert_tail(&ring->pending_link, &ring->rings->pending);
+		ring->pending_op = LAYER_OP_RING_RELEASE;
+		return;
+	}
+	layer_ring_said(ring, LAYER_OP_RING_RELEASE);
+}
+
+static bool layer_ring_offer_ok(const struct layer_ring_offer *offer)
+{
+	return offer->slots && offer->slots <= LAYER_RING_SLOTS_MAX &&
+	       !(offer->slots & (offer->slots - 1));
+}
+
+int layer_ring_ctl_arrive(struct layer_ring *ring, struct layer_buf *buf)
+{
+	const struct layer_hdr *hdr = layer_buf_hdr(buf);
+	struct layer_rings *rings = ring->rings;
+	struct layer_ring_offer offer;
+
+	if (hdr->op != LAYER_OP_RING_RELEASE) {
+		memcpy(&offer, layer_buf_payload(buf), sizeof(offer));
+		if (!layer_ring_offer_ok(&offer))
+			goto err_proto;
+	}
+	switch (hdr->op) {
+	case LAYER_OP_RING_OFFER:
+		if (ring->state == LAYER_RING_OFFERED) {
+			/* offers crossed: the connecting side's is the one */
+			if (ring->chan->is_outgoing)
+				return 0;
+		} else if (ring->state != LAYER_RING_NONE) {
+			goto err_proto;
+		} else if (!rings->slots || rings->cnt >= rings->max ||
+			   layer_ring_region_alloc(ring)) {
+			/* no region to lend: the release is the refusal */
+			ring->is_answer = true;
+			layer_ring_say(ring, LAYER_OP_RING_RELEASE);
+			return 0;
+		}
+		ring->peer = offer;
+		ring->state = LAYER_RING_UP;
+		layer_ring_say(ring, LAYER_OP_RING_ACCEPT);
+		return 0;
+	case LAYER_OP_RING_ACCEPT:
+		if (ring->state != LAYER_RING_OFFERED)
+			goto err_proto;
+		ring->peer = offer;
+		ring->state = LAYER_RING_UP;
+		return 0;
+	case LAYER_OP_RING_RELEASE:
+		/* every slot the peer wrote into our region is taken: it is free */
+		switch (ring->state) {
+		case LAYER_RING_OFFERED:
+			/* refused */
+			layer_ring_region_free(ring);
+			ring->state = LAYER_RING_NONE;
+			return 0;
+		case LAYER_RING_UP:
+			layer_ring_region_free(ring);
+			layer_ring_release(ring, true);
+			return 0;
+		case LAYER_RING_CLOSING:
+			layer_ring_region_free(ring);
+			/* the answer to ours, or crossing it: the end (ours, if still to go,
+			 * ends it when it goes) */
+			if (!ring->pending_op)
+				ring->state = LAYER_RING_NONE;
+			ring->is_answer = true;
+			return 0;
+		default:
+			goto err_proto;
+		}
+	}
+err_proto:
+	LAYER_WARN_ONCE(FI_LOG_EP_DATA, "a peer sent %s out of its turn (ring %d): closing its "
+			"connection\n", layer_op_str(hdr->op), ring->state);
+	return -EPROTO;
+}
+
+/* ---- reading ---- */
+
 /* Writes the count of the peer's slots taken into the peer's control block. */
 static void layer_ring_tell(struct layer_ring *ring)
 {
 	struct layer_ring_ctl ctl = { .taken = ring->taken };
 
 	/* not now (the core is busy): the next poll tells */
-	if (!fi_inject_write(ring->chan->core_ep, &ctl.taken, sizeof(ctl.taken), FI_ADDR_UNSPEC,
-			     ring->peer.addr + offsetof(struct layer_ring_ctl, taken),
-			     ring->peer.key))
+	if (!layer_core_inject_write(ring->chan, &ctl.taken, sizeof(ctl.taken),
+				     ring->peer.addr + offsetof(struct layer_ring_ctl, taken),
+				     ring->peer.key))
 		ring->taken_told = ring->taken;
 }
 
@@ -260,11 +457,15 @@ static int layer_ring_take(struct layer_ring *ring)
 {
 	struct layer_chan *chan = ring->chan;
 	struct layer_core *core = chan->core;
-	uint8_t *slot = layer_ring_next(ring);
-	const volatile struct layer_ring_trailer *trailer = layer_ring_trailer(slot);
+	const volatile struct layer_ring_trailer *trailer;
 	struct layer_buf *buf, *second = NULL;
 	uint32_t len, first_len;
+	uint8_t *slot;
 
+	if (!ring->region)
+		return 0;
+	slot = layer_ring_next(ring);
+	trailer = layer_ring_trailer(slot);
 	if (trailer->num != ring->taken + 1 || trailer->msgs != (uint16_t) ring->msgs_taken)
 		return 0;
 	len = trailer->len;
@@ -287,11 +488,12 @@ static int layer_ring_take(struct layer_ring *ring)
 		}
 	}
 	ring->taken++;
+	ring->used_ms = ring->rings->now_ms;
 	core->up->recv(core->up_arg, buf);
 	if (!second)
 		return 1;
 	/* the first may have closed the channel: the second goes with it */
-	if (chan->ring == ring)
+	if (chan->ring == ring && ring->region)
 		core->up->recv(core->up_arg, second);
 	else
 		layer_core_buf_put(core, second);
@@ -314,20 +516,65 @@ void layer_ring_before_msg(struct layer_ring *ring, const struct layer_hdr *hdr)
 		;
 }
 
+void layer_ring_after_msg(struct layer_ring *ring)
+{
+	struct layer_rings *rings = ring->rings;
+
+	ring->msgs_taken++;
+	if (ring->state != LAYER_RING_NONE || !rings->slots)
+		return;
+	/* a busy channel earns a ring: so many messages within the idle time */
+	if (rings->now_ms - ring->earn_ms > rings->idle_ms) {
+		ring->earn_ms = rings->now_ms;
+		ring->earn_cnt = 0;
+	}
+	if (++ring->earn_cnt >= rings->earn) {
+		ring->earn_cnt = 0;
+		layer_ring_offer(ring);
+	}
+}
+
 int layer_ring_poll(struct layer_ring *ring)
 {
 	struct layer_chan *chan = ring->chan;
 	int ret;
 
 	while ((ret = layer_ring_take(ring)) == 1) {
-		/* what it set off may have closed the channel (its ring is out of use then) */
-		if (chan->ring != ring)
+		/* what it set off may have closed the channel, or freed the region */
+		if (chan->ring != ring || !ring->region)
 			return 0;
 	}
 	if (ret)
 		return ret;
 	if (ring->taken - ring->taken_told >= UTIL_MAX(ring->own.slots / 4, 1u) &&
-	    ring->peer.slots)
+	    ring->state == LAYER_RING_UP)
 		layer_ring_tell(ring);
 	return 0;
+}
+
+void layer_rings_progress(struct layer_rings *rings, uint64_t now_ms)
+{
+	struct util_dlist *item, *tmp;
+	struct layer_ring *ring;
+	unsigned op;
+
+	rings->now_ms = now_ms;
+	util_dlist_foreach_safe(&rings->pending, item, tmp) {
+		ring = container_of(item, struct layer_ring, pending_link);
+		op = ring->pending_op;
+		if ((op == LAYER_OP_RING_RELEASE && layer_ring_flush(ring)) ||
+		    layer_ring_send_ctl(ring, op))
+			continue;
+		ring->pending_op = 0;
+		util_dlist_remove(&ring->pending_link);
+		layer_ring_said(ring, op);
+	}
+	if (now_ms < rings->next_sweep_ms)
+		return;
+	rings->next_sweep_ms = now_ms + UTIL_MAX(rings->idle_ms / 4, 1);
+	util_dlist_foreach_safe(&rings->active, item, tmp) {
+		ring = container_of(item, struct layer_ring, link);
+		if (ring->state == LAYER_RING_UP && now_ms - ring->used_ms >= rings->idle_ms)
+			layer_ring_release(ring, false);
+	}
 }

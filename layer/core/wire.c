@@ -94,6 +94,9 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	case LAYER_OP_CMA:
 	case LAYER_OP_CMA_BACK:
 		return len == sizeof(*hdr) + sizeof(struct layer_cma_hello);
+	case LAYER_OP_RING_OFFER:
+	case LAYER_OP_RING_ACCEPT:
+		return len == sizeof(*hdr) + sizeof(struct layer_ring_offer);
 	case LAYER_OP_ACK:
 	case LAYER_OP_REVOKE:
 	case LAYER_OP_PACE:
@@ -103,6 +106,7 @@ bool layer_hdr_fits(const struct layer_hdr *hdr, size_t len)
 	case LAYER_OP_COLL_ABORT:
 	case LAYER_OP_PING:
 	case LAYER_OP_PONG:
+	case LAYER_OP_RING_RELEASE:
 		return len == sizeof(*hdr);
 	default:
 		return false;

@@ -53,13 +53,14 @@
  * Handshakes, one per connection (the core adapters, core_msg.c and core_rdm.c):
  * - over a MSG core the connection request carries struct layer_hello (the requester's
  *   listening address, the largest eager payload its buffers take, its authorization key,
- *   the ring it lends, the id its peer's messages carry as remote CQ data when its core
- *   does not say which connection a message came on: core/core_msg.h), its acceptance
- *   struct layer_accept (the same of the acceptor), a refusal struct layer_reject
- *   (for the requester's key, or because the two endpoints asked each other at once and
- *   the acceptor's request is the one both keep). A ring (core/ring.h) carries short
- *   collective messages, each the header and payload it would carry as a message, as the
- *   core's RMA writes into the peer's slots;
+ *   the id its peer's messages carry as remote CQ data when its core does not say which
+ *   connection a message came on: core/core_msg.h), its acceptance struct layer_accept
+ *   (the same of the acceptor), a refusal struct layer_reject (for the requester's key,
+ *   or because the two endpoints asked each other at once and the acceptor's request is
+ *   the one both keep). A busy connection's two sides lend each other rings (core/ring.h)
+ *   with RING_OFFER and RING_ACCEPT (struct layer_ring_offer after the header), and give
+ *   them back with RING_RELEASE: short messages, each the header and payload it would
+ *   carry as a message, go as the core's RMA writes into the peer's slots meanwhile;
  * - over an RDM core the first message to a peer for each key (a numbered slot) is a HELLO
  *   carrying the sender's address and the key, answered by HELLO_ACK (whose data field says
  *   what the answering endpoint's buffers take) or HELLO_NAK (the key is refused).
@@ -99,7 +100,10 @@
 	X(GRANT, "grant")         /* direct RMA: how the core names a region */ \
 	X(REVOKE, "revoke")       /* direct RMA: that grant is over */          \
 	X(CMA, "cma")             /* who this process is, for a peer on its host */ \
-	X(CMA_BACK, "cma-back")   /* the same, on a channel the peer opened */
+	X(CMA_BACK, "cma-back")   /* the same, on a channel the peer opened */ \
+	X(RING_OFFER, "ring-offer") /* MSG core: write short messages here */ \
+	X(RING_ACCEPT, "ring-accept") /* and you here */                     \
+	X(RING_RELEASE, "ring-release") /* no more slots from me (or: no ring) */
 
 enum layer_op {
 #define LAYER_OP_ENUM(name, str) LAYER_OP_##name,
@@ -212,9 +216,9 @@ bool layer_segs_add_up(const struct layer_hdr *hdr, const struct layer_rts_seg *
 #define LAYER_KEY_SLOT_MAX 1024
 
 /*
- * MSG core: the ring a side lends its peer (core/ring.h), in its handshake: where the peer's
- * core writes go (address and key as the core's RMA names them) and how many slots (a power
- * of two; 0: none).
+ * MSG core: the ring a side lends its peer (core/ring.h), in RING_OFFER and RING_ACCEPT:
+ * where the peer's core writes go (address and key as the core's RMA names them) and how
+ * many slots (a power of two).
  */
 struct layer_ring_offer {
 	uint64_t addr;
@@ -235,7 +239,6 @@ struct layer_hello {
 	uint16_t rx_rma_kib; /* the largest RMA data (a WRITE's, a READ_RESP's) the requester
 			      * takes with its header, KiB */
 	uint8_t key[LAYER_AUTH_KEY_MAX];
-	struct layer_ring_offer ring; /* the requester's ring */
 	uint64_t rx_id;     /* what the acceptor's messages carry as remote CQ data, so that
 			     * the requester knows their connection; 0: nothing (its core names
 			     * it) */
@@ -252,7 +255,6 @@ struct layer_accept {
 	uint16_t rx_rma_kib;   /* likewise */
 	uint16_t reserved2;
 	uint32_t reserved3;
-	struct layer_ring_offer ring; /* the acceptor's ring */
 	uint64_t rx_id;     /* as in struct layer_hello, for the requester's messages */
 };
 

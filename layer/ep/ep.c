@@ -554,7 +554,7 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 	if (optname == FI_OPT_MIN_MULTI_RECV)
 		size = sizeof(size_t);
 	else if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_DROPPED ||
-		 optname == FI_OPT_LAYER_CONN_COUNT)
+		 optname == FI_OPT_LAYER_CONN_COUNT || optname == FI_OPT_LAYER_RING_COUNT)
 		size = sizeof(uint64_t);
 	else if (optname == FI_OPT_LAYER_DIRECT_RECV)
 		size = sizeof(int);
@@ -574,7 +574,10 @@ static int layer_ep_getopt(fid_t fid, int level, int optname, void *optval, size
 		layer_ep_lock(ep);
 		*(uint64_t *) optval = optname == FI_OPT_LAYER_DROPPED ? ep->core->dropped_cnt :
 				       optname == FI_OPT_LAYER_CONN_COUNT ?
-				       layer_conns_count(&ep->conns) : ep->core->refused_cnt;
+				       layer_conns_count(&ep->conns) :
+				       optname == FI_OPT_LAYER_RING_COUNT ?
+				       (ep->core->rings ? ep->core->rings->cnt : 0) :
+				       ep->core->refused_cnt;
 		layer_ep_unlock(ep);
 	}
 	*optlen = size;
@@ -591,7 +594,7 @@ static int layer_ep_setopt(fid_t fid, int level, int optname, const void *optval
 	/* what the provider counts: read only */
 	if (optname == FI_OPT_LAYER_AUTH_DROPPED || optname == FI_OPT_LAYER_UNEXP_STATS ||
 	    optname == FI_OPT_LAYER_DIRECT_RECV || optname == FI_OPT_LAYER_DROPPED ||
-	    optname == FI_OPT_LAYER_CONN_COUNT)
+	    optname == FI_OPT_LAYER_CONN_COUNT || optname == FI_OPT_LAYER_RING_COUNT)
 		return -FI_EOPNOTSUPP;
 	if (optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;

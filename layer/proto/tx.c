@@ -239,8 +239,8 @@ static int layer_tx_direct(struct layer_proto *proto, struct layer_conn *conn,
 
 	if (tx->hdr.op == LAYER_OP_WRITE && tx->iov_cnt == 1 &&
 	    tx->len <= proto->core->inject_size) {
-		ret = fi_inject_write(chan->core_ep, tx->iov[0].iov_base, tx->len,
-				      chan->core_addr, tx->hdr.tag, tx->hdr.data);
+		ret = layer_core_inject_write(chan, tx->iov[0].iov_base, tx->len, tx->hdr.tag,
+					      tx->hdr.data);
 		if (!ret)
 			layer_tx_complete(proto, tx, 0);
 		return (int) ret;

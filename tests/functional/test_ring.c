@@ -1,10 +1,11 @@
 /*
- * Rings (fi_layer(7), "Rings"): over tcp's MSG endpoints an endpoint lends each peer slots
- * that the peer's core fills with its short messages by RMA writes, in one stream with the
- * messages that go as messages. A raw tcp MSG endpoint plays the peer, with a ring of its
- * own:
- * - its handshake lends 4 slots; the layer's acceptance lends FI_OFI_LAYER_RING_SLOTS back
- *   (rounded down to a power of two; 0: none, and the test ends there);
+ * Rings (fi_layer(7), "Rings"): over tcp's MSG endpoints the two sides of a busy connection
+ * lend each other slots that the peer's core fills with its short messages by RMA writes, in
+ * one stream with the messages that go as messages. A raw tcp MSG endpoint plays the peer,
+ * with a ring of its own:
+ * - once connected it offers 4 slots (RING_OFFER); the layer accepts, lending
+ *   FI_OFI_LAYER_RING_SLOTS back (RING_ACCEPT, rounded down to a power of two; 0: it
+ *   refuses with RING_RELEASE, and the test ends there);
  * - the layer joins a group of itself and the raw peer: the join's message is larger than a
  *   slot and comes as a message, which the raw peer sends back (it carries what the layer's
  *   own contribution does, so the join completes);
@@ -25,6 +26,9 @@
  *   the core's CQ, which reads the sockets): it says not to, or its fd wakes the caller;
  * - once the CQ's fd is handed out (a thread may sleep on it), nothing is kept: the answer
  *   to the same pair leaves at the end of the call that handed the message up, alone;
+ * - the raw peer gives the ring back (RING_RELEASE): the layer answers in kind and holds no
+ *   ring any more (FI_OPT_LAYER_RING_COUNT); the raw peer offers again, and the layer's new
+ *   ring carries on where the first stopped;
  * - a slot no ofi_layer writes (its first message longer than the slot's bytes: a reader that
  *   believed it would read past the slot, past the region at its end) closes the connection
  *   with one warning; the group's next barrier fails with an error, and the endpoint closes.
@@ -69,11 +73,14 @@ struct raw_side {
 	struct fid_mr *mr;
 	uint8_t *region;               /* struct layer_ring_ctl, then RAW_SLOTS slots */
 	struct layer_ring_offer own;   /* lent to the layer */
-	struct layer_ring_offer layer; /* the layer's, from its acceptance */
+	struct layer_ring_offer layer; /* the layer's, from its RING_ACCEPT */
+	uint64_t tx_data;              /* the layer's id of the connection, sent as remote CQ
+					* data when its acceptance asks for it */
 	uint32_t taken;                /* the layer's messages taken from our slots */
 	uint32_t written;              /* messages written into the layer's slots */
 	uint32_t msgs_sent;            /* messages sent as messages */
 	uint8_t rbuf[4096] __attribute__((aligned(8))); /* messages that do not fit a slot */
+	uint8_t msg[4096] __attribute__((aligned(8)));  /* the last one, rbuf posted again */
 };
 
 static void open_layer(struct layer_side *l)
@@ -168,15 +175,13 @@ static ssize_t layer_poll(struct layer_side *l, struct fi_cq_data_entry *comp)
 	return ret;
 }
 
-/* Connects the raw endpoint, its handshake naming addr as its listening address and lending
- * its ring; the layer's acceptance says what it lends. */
+/* Connects the raw endpoint, its handshake naming addr as its listening address. */
 static bool raw_connect(struct layer_side *l, struct raw_side *r, const struct sockaddr_in *addr)
 {
 	struct layer_hello hello = {
 		.magic = LAYER_HELLO_MAGIC,
 		.version = LAYER_PROTO_VERSION,
 		.addrlen = sizeof(*addr),
-		.ring = r->own,
 	};
 	struct {
 		struct fi_eq_cm_entry entry;
@@ -200,10 +205,9 @@ static bool raw_connect(struct layer_side *l, struct raw_side *r, const struct s
 		if (ret == -FI_EAGAIN)
 			continue;
 		if (!LT_CHECK(ret == sizeof(ev) && event == FI_CONNECTED,
-			      "the layer accepts, saying what it lends (%zd, event %u)", ret,
-			      event))
+			      "the layer accepts (%zd, event %u)", ret, event))
 			return false;
-		r->layer = ev.accept.ring;
+		r->tx_data = ev.accept.rx_id;
 		return true;
 	}
 	return LT_CHECK(false, "the layer answers the connection request");
@@ -300,43 +304,14 @@ static bool raw_echo(struct layer_side *l, struct raw_side *r, const char *what)
 	if (!LT_CHECK(len >= sizeof(*hdr) && len <= LAYER_RING_MSG_MAX &&
 		      hdr->version == LAYER_PROTO_VERSION && hdr->op == LAYER_OP_EAGER &&
 		      (hdr->flags & LAYER_HDR_COLL) && hdr->size == len - sizeof(*hdr) &&
-		      trailer->msgs == 1, "%s: an eager collective message of this version, the "
-		      "join's message before it (%u bytes, op %u, flags %#x, %u messages before)",
+		      trailer->msgs == 2, "%s: an eager collective message of this version, the "
+		      "acceptance and the join's message before it (%u bytes, op %u, flags %#x, %u "
+		      "messages before)",
 		      what, len, hdr->op, hdr->flags, trailer->msgs))
 		return false;
 	raw_write_slot(l, r, copy, len);
 	raw_tell(r);
 	return true;
-}
-
-/* The join's message (larger than a slot), sent back as a message. */
-static bool raw_echo_msg(struct layer_side *l, struct raw_side *r)
-{
-	const struct layer_hdr *hdr = (const struct layer_hdr *) r->rbuf;
-	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
-	struct fi_cq_data_entry lcomp;
-	struct fi_cq_msg_entry comp;
-	bool is_sent = false;
-	ssize_t len = -1;
-
-	while (lt_now_ms() < deadline && (len < 0 || !is_sent)) {
-		layer_poll(l, &lcomp);
-		if (fi_cq_read(r->cq, &comp, 1) != 1)
-			continue;
-		if (comp.flags & FI_SEND) {
-			is_sent = true;
-			continue;
-		}
-		len = (ssize_t) comp.len;
-		if (!LT_CHECK(len > (ssize_t) LAYER_RING_MSG_MAX && hdr->op == LAYER_OP_EAGER &&
-			      (hdr->flags & LAYER_HDR_COLL), "the join's message (%zd bytes) comes "
-			      "as a message, too large for a slot", len) ||
-		    !LT_CHECK_RET(fi_send(r->ep, r->rbuf, (size_t) len, NULL, 0, NULL), 0,
-				  "raw send back"))
-			return false;
-		r->msgs_sent++;
-	}
-	return LT_CHECK(len > 0 && is_sent, "the join's message went there and back");
 }
 
 /* Waits for the layer's completion of context; its error (0, or a positive errno). */
@@ -372,18 +347,124 @@ static uint32_t raw_eager(struct raw_side *r, uint8_t *buf, const char *text)
 	return (uint32_t) (sizeof(hdr) + hdr.size);
 }
 
+/* A message as a message (with the layer's id when it asks for it). */
+static void raw_inject(struct layer_side *l, struct raw_side *r, const void *buf, size_t len,
+		       const char *what)
+{
+	ssize_t ret;
+
+	while ((ret = fi_injectdata(r->ep, buf, len, r->tx_data, 0)) == -FI_EAGAIN) {
+		fi_cq_read(l->cq, NULL, 0);
+		fi_cq_read(r->cq, NULL, 0);
+	}
+	LT_CHECK_RET(ret, 0, "raw message \"%s\"", what);
+	r->msgs_sent++;
+}
+
+/* The layer's next message as a message, copied into r->msg (rbuf posted again): its
+ * length, or -1. */
+static ssize_t raw_recv_msg(struct layer_side *l, struct raw_side *r)
+{
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct fi_cq_data_entry lcomp;
+	struct fi_cq_msg_entry comp;
+
+	while (lt_now_ms() < deadline) {
+		layer_poll(l, &lcomp);
+		if (fi_cq_read(r->cq, &comp, 1) != 1 || !(comp.flags & FI_RECV))
+			continue;
+		memcpy(r->msg, r->rbuf, comp.len);
+		LT_CHECK_RET(fi_recv(r->ep, r->rbuf, sizeof(r->rbuf), NULL, 0, r->rbuf), 0,
+			     "raw recv again");
+		return (ssize_t) comp.len;
+	}
+	return -1;
+}
+
+/* A message larger than an inject, as a message; waits for its completion. */
+static void raw_inject_big(struct layer_side *l, struct raw_side *r, const void *buf,
+			   size_t len)
+{
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct fi_cq_data_entry lcomp;
+	struct fi_cq_msg_entry comp;
+
+	if (!LT_CHECK_RET(fi_senddata(r->ep, buf, len, NULL, r->tx_data, 0, NULL), 0,
+			  "raw send back"))
+		return;
+	r->msgs_sent++;
+	while (lt_now_ms() < deadline) {
+		layer_poll(l, &lcomp);
+		if (fi_cq_read(r->cq, &comp, 1) == 1 && (comp.flags & FI_SEND))
+			return;
+	}
+	LT_CHECK(false, "the raw send completes");
+}
+
+/* The raw peer offers its ring (RING_OFFER, as a message after the slots it wrote): the op of
+ * the layer's answer, its offer in r->layer when it accepts. */
+static unsigned raw_offer(struct layer_side *l, struct raw_side *r)
+{
+	struct {
+		struct layer_hdr hdr;
+		struct layer_ring_offer offer;
+	} msg = {
+		.hdr = {
+			.version = LAYER_PROTO_VERSION,
+			.op = LAYER_OP_RING_OFFER,
+			.key_slot = (uint16_t) r->written,
+		},
+		.offer = r->own,
+	};
+	const struct layer_hdr *hdr = (const struct layer_hdr *) r->msg;
+	ssize_t len;
+
+	raw_inject(l, r, &msg, sizeof(msg), "ring-offer");
+	len = raw_recv_msg(l, r);
+	if (!LT_CHECK(len >= (ssize_t) sizeof(*hdr), "the layer answers the offer (%zd)", len))
+		return 0;
+	if (hdr->op == LAYER_OP_RING_ACCEPT &&
+	    LT_CHECK(len == sizeof(msg), "RING_ACCEPT carries the layer's ring (%zd bytes)", len))
+		memcpy(&r->layer, r->msg + sizeof(*hdr), sizeof(r->layer));
+	return hdr->op;
+}
+
+/* The join's message (larger than a slot), sent back as a message. */
+static bool raw_echo_msg(struct layer_side *l, struct raw_side *r)
+{
+	const struct layer_hdr *hdr = (const struct layer_hdr *) r->msg;
+	ssize_t len = raw_recv_msg(l, r);
+
+	if (!LT_CHECK(len > (ssize_t) LAYER_RING_MSG_MAX && hdr->op == LAYER_OP_EAGER &&
+		      (hdr->flags & LAYER_HDR_COLL), "the join's message (%zd bytes) comes "
+		      "as a message, too large for a slot", len))
+		return false;
+	raw_inject_big(l, r, r->msg, (size_t) len);
+	return true;
+}
+
+static const char *op_name(unsigned op)
+{
+	return op == LAYER_OP_RING_ACCEPT ? "ring-accept" :
+	       op == LAYER_OP_RING_RELEASE ? "ring-release" : "another op";
+}
+
+static uint64_t ring_count(struct layer_side *l)
+{
+	uint64_t cnt = UINT64_MAX;
+	size_t len = sizeof(cnt);
+
+	LT_CHECK_RET(fi_getopt(&l->ep->fid, FI_OPT_ENDPOINT, FI_OPT_LAYER_RING_COUNT, &cnt,
+			       &len), 0, "FI_OPT_LAYER_RING_COUNT");
+	return cnt;
+}
+
 static void raw_send_msg(struct layer_side *l, struct raw_side *r, const char *text)
 {
 	uint8_t buf[LAYER_RING_SLOT] __attribute__((aligned(8)));
 	uint32_t len = raw_eager(r, buf, text);
-	ssize_t ret;
 
-	while ((ret = fi_inject(r->ep, buf, len, 0)) == -FI_EAGAIN) {
-		fi_cq_read(l->cq, NULL, 0);
-		fi_cq_read(r->cq, NULL, 0);
-	}
-	LT_CHECK_RET(ret, 0, "raw message \"%s\"", text);
-	r->msgs_sent++;
+	raw_inject(l, r, buf, len, text);
 }
 
 static void raw_send_slot(struct layer_side *l, struct raw_side *r, const char *text)
@@ -595,7 +676,10 @@ int main(void)
 	uint32_t event = 0;
 	struct fi_eq_cm_entry entry;
 	uint32_t expect_slots = 64;
+	struct layer_hdr release;
 	int i, err, warned;
+	unsigned op;
+	ssize_t len;
 	char ctx;
 
 	lt_cma_off(); /* the raw peer speaks no CMA */
@@ -615,11 +699,16 @@ int main(void)
 	LT_CHECK_RET(fi_av_insert(l.av, &raw_addr, 1, &peer, 0, NULL), 1, "insert raw peer");
 	if (!raw_connect(&l, &r, &raw_addr))
 		goto out;
-	LT_CHECK(r.layer.slots == expect_slots,
-		 "the layer lends FI_OFI_LAYER_RING_SLOTS slots, a power of two (%u)",
-		 r.layer.slots);
-	if (!expect_slots)
+	op = raw_offer(&l, &r);
+	if (!expect_slots) {
+		LT_CHECK(op == LAYER_OP_RING_RELEASE && ring_count(&l) == 0,
+			 "without slots the layer refuses the offer (%s)", op_name(op));
 		goto out;
+	}
+	LT_CHECK(op == LAYER_OP_RING_ACCEPT && r.layer.slots == expect_slots,
+		 "the layer accepts, lending FI_OFI_LAYER_RING_SLOTS slots, a power of two "
+		 "(%s, %u)", op_name(op), r.layer.slots);
+	LT_CHECK(ring_count(&l) == 1, "the layer holds one ring");
 
 	LT_CHECK_RET(fi_av_set(l.av, &set_attr, &set, NULL), 0, "av set");
 	LT_CHECK_RET(fi_av_set_insert(set, self), 0, "set: self");
@@ -645,6 +734,21 @@ int main(void)
 	check_kept(&l, &r, peer, true);
 	check_sleep(&l, &r, peer);
 	check_kept(&l, &r, peer, false);
+
+	/* The raw peer gives its ring back: the layer answers in kind and holds none; offered
+	 * again, its new ring goes on from where the first stopped. */
+	release = (struct layer_hdr) { .version = LAYER_PROTO_VERSION,
+				       .op = LAYER_OP_RING_RELEASE,
+				       .key_slot = (uint16_t) r.written };
+	raw_inject(&l, &r, &release, sizeof(release), "ring-release");
+	len = raw_recv_msg(&l, &r);
+	LT_CHECK(len == sizeof(release) && ((struct layer_hdr *) r.msg)->op ==
+		 LAYER_OP_RING_RELEASE, "the layer answers the release with its own (%zd)", len);
+	LT_CHECK(ring_count(&l) == 0, "and holds no ring");
+	op = raw_offer(&l, &r);
+	LT_CHECK(op == LAYER_OP_RING_ACCEPT && ring_count(&l) == 1,
+		 "offered again, the layer lends a ring again (%s)", op_name(op));
+	check_order(&l, &r, peer);
 
 	/* A slot no ofi_layer writes: a header of 40 bytes, its first message said to be 200. */
 	*bad_hdr = (struct layer_hdr) { .version = LAYER_PROTO_VERSION, .op = LAYER_OP_EAGER };
