@@ -318,9 +318,10 @@ static void layer_ring_offer(struct layer_ring *ring)
 {
 	struct layer_rings *rings = ring->rings;
 
-	/* one step at a time: an answer still to go comes first */
+	/* one step at a time: an answer still to go comes first; and not before the peer's
+	 * handshake is in (its data can come before: it may need our id of the channel) */
 	if (!rings->slots || rings->cnt >= rings->max || ring->pending_op ||
-	    layer_ring_region_alloc(ring))
+	    !ring->chan->tx_eager || layer_ring_region_alloc(ring))
 		return;
 	if (layer_ring_send_ctl(ring, LAYER_OP_RING_OFFER)) {
 		/* the core is busy: offered later, if traffic goes on */

@@ -127,8 +127,8 @@ static void peers_run(struct peers *p, uint32_t want, void (*on_recv)(struct pee
 		for (i = 0; i < n; i++) {
 			if (!(comp[i].flags & FI_RECV))
 				continue;
-			pe = container_of((struct fi_context2 *) comp[i].op_context, struct peer_ep,
-					  rctx);
+			pe = (struct peer_ep *) ((char *) comp[i].op_context -
+						 offsetof(struct peer_ep, rctx));
 			got++;
 			on_recv(p, pe);
 		}
