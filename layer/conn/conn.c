@@ -117,6 +117,7 @@ static struct layer_conn *layer_conn_alloc(struct layer_conns *conns, struct lay
 	conn->key = key;
 	conn->state = LAYER_CONN_CONNECTING;
 	util_dlist_init(&conn->queued_tx);
+	util_dlist_init(&conn->pending_link);
 	util_dlist_init(&conn->posted_tx);
 	util_dlist_init(&conn->acked_tx);
 	util_dlist_init(&conn->fenced_tx);
@@ -130,6 +131,7 @@ static struct layer_conn *layer_conn_alloc(struct layer_conns *conns, struct lay
 
 static void layer_conn_free(struct layer_conns *conns, struct layer_conn *conn)
 {
+	util_dlist_remove(&conn->pending_link);
 	conns->core->ops->chan_free(conn->chan, conn->fail_err ? conn->fail_err : FI_ECANCELED);
 	util_dlist_remove(&conn->peer_link);
 	layer_peer_put(conns, conn->peer);

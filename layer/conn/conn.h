@@ -83,6 +83,8 @@ struct layer_conn {
 	struct util_dlist posted_tx;   /* given to the core, not completed */
 	struct util_dlist acked_tx;    /* sent, waiting for the peer's ACK */
 	struct util_dlist fenced_tx;   /* held by an FI_FENCE until earlier sends complete */
+	struct util_dlist pending_link; /* proto->pending while it may have queued sends or
+					 * blocked reads */
 	size_t tx_active;              /* user sends started on it and not completed */
 	uint64_t blind_sent;           /* UNANSWERED atomics sent on it (atomic/) */
 	uint64_t blind_applied;        /* how many of those the peer has surely applied: an

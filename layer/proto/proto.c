@@ -26,6 +26,7 @@ int layer_proto_init(struct layer_proto *proto, struct layer_domain *domain,
 	proto->tx_size = tx_size;
 	proto->rx_size = rx_size;
 	proto->min_multi_recv = 64;
+	util_dlist_init(&proto->pending);
 	ret = layer_tx_init(proto);
 	if (ret)
 		return ret;
@@ -57,39 +58,47 @@ static inline bool layer_proto_read_blocked(const struct layer_rx *rx)
 	return rx->read_done < rx->read_len && !rx->read_err;
 }
 
+/* Whether conn still has a send queued or a read blocked. */
+static bool layer_proto_conn_waits(const struct layer_conn *conn)
+{
+	const struct util_dlist *item;
+
+	if (!util_dlist_empty(&conn->queued_tx))
+		return true;
+	util_dlist_foreach(&conn->reading_rx, item) {
+		if (layer_proto_read_blocked(container_of(item, struct layer_rx, link)))
+			return true;
+	}
+	return false;
+}
+
 void layer_proto_progress(struct layer_proto *proto)
 {
 	struct util_dlist *item, *tmp, *rx_item;
 	struct layer_conn *conn;
 	struct layer_rx *rx;
 
-	proto->has_pending = false;
-	/* a send that fails takes its connection off the list, and only that one */
-	util_dlist_foreach_safe(&proto->conns->live, item, tmp) {
-		conn = container_of(item, struct layer_conn, link);
+	/*
+	 * The connections that had something waiting, and only those: one that still has
+	 * stays on the list. A send that fails takes its connection off the live list; a
+	 * failed connection leaves this one (its reap completes what it holds).
+	 */
+	util_dlist_foreach_safe(&proto->pending, item, tmp) {
+		conn = container_of(item, struct layer_conn, pending_link);
 		layer_tx_flush(proto, conn);
-		if (conn->state == LAYER_CONN_CLOSED)
-			continue;
-		util_dlist_foreach(&conn->reading_rx, rx_item) {
-			rx = container_of(rx_item, struct layer_rx, link);
-			if (layer_proto_read_blocked(rx) && !layer_rndv_issue_reads(proto, rx))
-				break;
-		}
-	}
-	/* Recompute: whatever is still queued keeps the flag up. */
-	util_dlist_foreach(&proto->conns->live, item) {
-		conn = container_of(item, struct layer_conn, link);
-		if (!util_dlist_empty(&conn->queued_tx)) {
-			proto->has_pending = true;
-			return;
-		}
-		util_dlist_foreach(&conn->reading_rx, rx_item) {
-			if (layer_proto_read_blocked(container_of(rx_item, struct layer_rx, link))) {
-				proto->has_pending = true;
-				return;
+		if (conn->state != LAYER_CONN_CLOSED) {
+			util_dlist_foreach(&conn->reading_rx, rx_item) {
+				rx = container_of(rx_item, struct layer_rx, link);
+				if (layer_proto_read_blocked(rx) &&
+				    !layer_rndv_issue_reads(proto, rx))
+					break;
 			}
+			if (layer_proto_conn_waits(conn))
+				continue;
 		}
+		util_dlist_remove(&conn->pending_link);
 	}
+	proto->has_pending = !util_dlist_empty(&proto->pending);
 }
 
 /* ---- the connection layer's upcalls ---- */

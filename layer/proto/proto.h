@@ -63,7 +63,9 @@ struct layer_proto {
 	size_t tx_size;                /* user sends outstanding at most */
 	size_t tx_used;
 	struct layer_tx_acks acks;
-	bool has_pending;              /* a connection has queued sends or blocked reads */
+	bool has_pending;              /* pending is not empty */
+	struct util_dlist pending;     /* struct layer_conn (pending_link) that may have queued
+					* sends or blocked reads: progress looks at these only */
 	/* receive */
 	struct util_bufpool rx_pool;   /* struct layer_rx */
 	size_t rx_size;                /* receives posted at most */
@@ -93,6 +95,14 @@ int layer_proto_init(struct layer_proto *proto, struct layer_domain *domain,
 		     size_t rx_size);
 /* Endpoint close, once the connections are gone: frees what is left. */
 void layer_proto_fini(struct layer_proto *proto);
+
+/* conn has queued sends or a blocked read: progress tries them again. */
+static inline void layer_proto_pend(struct layer_proto *proto, struct layer_conn *conn)
+{
+	proto->has_pending = true;
+	if (util_dlist_empty(&conn->pending_link))
+		util_dlist_insert_tail(&conn->pending_link, &proto->pending);
+}
 
 /* Progress: queued sends and blocked reads retried (only when has_pending). */
 void layer_proto_progress(struct layer_proto *proto);

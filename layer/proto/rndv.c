@@ -215,7 +215,7 @@ void layer_rndv_run(struct layer_proto *proto, struct layer_rx *rx)
 		return;
 	}
 	if (!layer_rndv_issue_reads(proto, rx)) {
-		proto->has_pending = true;
+		layer_proto_pend(proto, rx->conn);
 		return;
 	}
 	if (!rx->reads_left)

@@ -314,7 +314,7 @@ static void layer_tx_post(struct layer_proto *proto, struct layer_conn *conn,
 		}
 	}
 	/* Connecting, core queue full, or failing: progress retries it or the reap fails it. */
-	proto->has_pending = true;
+	layer_proto_pend(proto, conn);
 	tx->state = LAYER_TX_QUEUED;
 	util_dlist_insert_tail(&tx->link, &conn->queued_tx);
 }
