@@ -122,6 +122,7 @@ static void layer_ring_region_free(struct layer_ring *ring)
 void layer_ring_stop(struct layer_ring *ring)
 {
 	layer_ring_unstage(ring);
+	ring->is_stopped = true;
 	ring->state = LAYER_RING_NONE;
 	if (ring->pending_op) {
 		ring->pending_op = 0;
@@ -361,6 +362,9 @@ int layer_ring_ctl_arrive(struct layer_ring *ring, struct layer_buf *buf)
 	struct layer_rings *rings = ring->rings;
 	struct layer_ring_offer offer;
 
+	/* what comes after its channel failed is for nobody */
+	if (ring->is_stopped)
+		return 0;
 	if (hdr->op != LAYER_OP_RING_RELEASE) {
 		memcpy(&offer, layer_buf_payload(buf), sizeof(offer));
 		if (!layer_ring_offer_ok(&offer))
@@ -522,7 +526,7 @@ void layer_ring_after_msg(struct layer_ring *ring)
 	struct layer_rings *rings = ring->rings;
 
 	ring->msgs_taken++;
-	if (ring->state != LAYER_RING_NONE || !rings->slots)
+	if (ring->state != LAYER_RING_NONE || !rings->slots || ring->is_stopped)
 		return;
 	/* a busy channel earns a ring: so many messages within the idle time */
 	if (rings->now_ms - ring->earn_ms > rings->idle_ms) {

@@ -120,6 +120,7 @@ struct layer_ring {
 	bool is_answer;                /* CLOSING: the peer released first; ours is the answer,
 					* which ends it */
 	bool is_staged;                /* stage holds slot number sent, not written yet */
+	bool is_stopped;               /* its channel failed: nothing more goes through it */
 	/* over the channel's life */
 	uint32_t taken;                /* slots taken from our regions */
 	uint32_t msgs_taken;           /* messages of the channel handed up */
