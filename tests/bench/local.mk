@@ -12,7 +12,9 @@ fi_coll_bench_LDADD = $(FABRIC_LIBS)
 # One server endpoint and N peers: connection time, memory and fds per peer, latency beside the
 # idle ones, and churn (installed).
 bin_PROGRAMS += fi_scale_bench
-fi_scale_bench_SOURCES = tests/bench/fi_scale_bench.c tests/bench/scale_bench_peer.c \
+fi_scale_bench_SOURCES = tests/bench/fi_scale_bench.c tests/bench/scale_bench_procs.c \
+	tests/bench/scale_bench_report.c tests/bench/scale_bench_fab.c \
+	tests/bench/scale_bench_server.c tests/bench/scale_bench_client.c \
 	tests/bench/scale_bench.h tests/bench/bench_util.c tests/bench/bench_util.h
 fi_scale_bench_LDADD = $(FABRIC_LIBS)
 # fi_coll_bench beside Open MPI's collectives (tests/mpi/coll_bench_mpi.c); run by hand only.

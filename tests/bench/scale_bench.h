@@ -1,8 +1,14 @@
 /*
- * fi_scale_bench: what the main process and the processes it forks share.
+ * fi_scale_bench: what the main process and the processes it forks share, and what crosses
+ * from one file to another.
  *
- * fi_scale_bench.c    the main process: options, the runs (forks, commands, records), tables
- * scale_bench_peer.c  the children: the server's endpoint, the clients' endpoints
+ * fi_scale_bench.c      the main process: options, the measurement runs and the churn cycles
+ * scale_bench_procs.c   the children as the main process sees them: spawning, commands,
+ *                       records, reaping
+ * scale_bench_report.c  the tables: medians, ratios, CSV, churn's verdict
+ * scale_bench_fab.c     what the children share: fi_info, fabric, domain, endpoints, records
+ * scale_bench_server.c  the server's process: one endpoint serving the N peers
+ * scale_bench_client.c  a client process: an endpoint per peer
  *
  * The main process and each child talk through two pipes: one-byte commands down, fixed-size
  * records (struct scale_rec, one write() each, below PIPE_BUF so never torn) up.
@@ -13,8 +19,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
 
 #include "bench_util.h"
 
@@ -125,7 +134,134 @@ struct scale_run {
 
 extern struct scale_opts opt;
 
-/* scale_bench_peer.c: the body of each child; the exit status of the process. */
+/* ---------------------------------------------------------------- the main process: results */
+
+/* The figures of a measurement run: the table's columns. */
+enum fig { FIG_CONN, FIG_KIB, FIG_FDS, FIG_LAT, NFIGS };
+
+enum cell_state { CELL_OK, CELL_NA, CELL_FAILED, CELL_FD_LIMIT };
+
+/* One provider at one N, across repeats. */
+struct cell {
+	enum cell_state state;
+	int nsamples;
+	double v[SCALE_MAX_REPEATS][NFIGS];
+	int repeat[SCALE_MAX_REPEATS]; /* the repeat each sample comes from */
+};
+
+/* Churn: row 0 is the baseline, row c the state after cycle c. */
+struct churn_row {
+	double conn_s;
+	double fds_conn; /* with the cycle's peers connected */
+	double fds;
+	double rss;
+	double cq_errors;
+	double settle_s;
+};
+
+/* fi_scale_bench.c: what the runs found (scale_bench_report.c prints it). */
+extern struct cell cells[SCALE_MAX_COUNTS][SCALE_MAX_PROVS];
+extern bool prov_unavail[SCALE_MAX_PROVS];
+extern struct churn_row churn_rows[SCALE_MAX_PROVS][SCALE_MAX_CYCLES + 1];
+extern unsigned churn_done[SCALE_MAX_PROVS]; /* cycles completed */
+extern bool churn_failed[SCALE_MAX_PROVS];
+extern bool churn_started[SCALE_MAX_PROVS]; /* the baseline came */
+
+/* fi_scale_bench.c: how many CPUs we may run on; the two the server and the awake client get. */
+extern int bench_cpus[2]; /* the server's and the awake client's */
+extern int ncpus;
+
+/* scale_bench_report.c */
+void print_measure_table(void);
+void print_churn_table(void);
+
+/* ---------------------------------------------------------------- the main process: children */
+
+enum kid_kind { KID_SERVER, KID_AWAKE, KID_IDLE };
+
+struct kid {
+	enum kid_kind kind;
+	char role[32];
+	pid_t pid;
+	int cmd_fd; /* to the child; -1 once closed */
+	int rep_fd; /* from the child; -1 once closed */
+	bool reaped;
+	int status;
+	bool got; /* the record awaited came */
+	double t_got;
+	struct scale_rec rec;
+};
+
+/* The children of the run under way; the server, when there is one, first. */
+extern struct kid kids[SCALE_MAX_PROCS + 2];
+extern int nkids;
+extern struct scale_run run; /* what they inherit */
+extern pid_t main_pid;
+
+/* The children a command or a wait is for. */
+enum target { T_SERVER, T_CLIENTS, T_AWAKE };
+
+/* What await() and the steps of a run return: the record came, or why not. */
+enum { AWAIT_OK = 0, AWAIT_FAIL = -1, AWAIT_UNAVAIL = -2 };
+
+/* scale_bench_procs.c */
+rlim_t raise_fd_limit(void);
+struct kid *spawn(enum kid_kind kind, size_t nep, int index);
+int send_cmd(enum target t, char cmd, char *why, size_t len);
+int await(enum target t, int want, double deadline, char *why, size_t len);
+int await_exit(enum target t, double deadline, char *why, size_t len);
+void end_all(void);
+int spawn_clients(size_t npeers, bool with_awake);
+double connect_clients(double deadline, char *why, size_t len);
+
+/* ---------------------------------------------------------------- the children */
+
+/* The kind of operation behind a completion. */
+enum op_kind { OP_HELLO_RX, OP_ACK_TX, OP_PING_RX, OP_PONG_TX, OP_CLIENT_TX, OP_CLIENT_RX };
+
+/* The provider's FI_CONTEXT space first: a completion's op_context is the op itself. */
+struct op {
+	struct fi_context ctx;
+	enum op_kind kind;
+	size_t idx; /* hello receives: the window slot */
+	bool busy;  /* pong sends: posted, not completed */
+};
+
+/* A peer's first message: its name, so that the server can insert it. */
+struct hello {
+	uint32_t flags; /* HELLO_AWAKE: the peer that will ping */
+	uint32_t addrlen;
+	char addr[SCALE_ADDR_MAX];
+};
+#define HELLO_AWAKE 1u
+#define HELLO_HDR offsetof(struct hello, addr)
+
+/* One process's fabric and domain, and the one region all its buffers live in. */
+struct proc_fab {
+	const char *prov;
+	const char *role; /* "server", "client 3", ... for messages */
+	int rep_fd;
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_mr *mr; /* FI_MR_LOCAL: the region */
+	void *desc;
+	char *region;
+	size_t region_size;
+};
+
+/* scale_bench_fab.c */
+void fab_err(const struct proc_fab *f, const char *call, int ret);
+void send_rec(const struct proc_fab *f, struct scale_rec *rec);
+void report(const struct proc_fab *f, enum scale_rec_type type);
+int proc_fab_open(struct proc_fab *f, size_t region_size);
+void proc_fab_close(struct proc_fab *f);
+int open_ep(struct proc_fab *f, size_t av_count, size_t cq_size, struct fid_av **av,
+	    struct fid_cq **cq, struct fid_ep **ep);
+void close_ep(struct fid_av *av, struct fid_cq *cq, struct fid_ep *ep);
+int read_cq_error(const struct proc_fab *f, struct fid_cq *cq, struct fi_cq_err_entry *err);
+
+/* scale_bench_server.c, scale_bench_client.c: the body of each child; the process's exit status. */
 int scale_server_main(const struct scale_run *run, int cmd_fd, int rep_fd);
 int scale_client_main(const struct scale_run *run, const char *role, size_t nep, bool awake,
 		      int cmd_fd, int rep_fd);
