@@ -14,6 +14,9 @@ _Static_assert(sizeof(struct layer_ring_trailer) == 8, "ring trailer");
 _Static_assert(LAYER_RING_MSG_MAX <= UINT8_MAX, "a slot's length fits its trailer");
 _Static_assert(LAYER_RING_MSG_MAX >= LAYER_HDR_SIZE + 64, "a slot holds 64 bytes of payload");
 
+/* Refusals in a row after which the messages an offer takes stop doubling. */
+#define LAYER_RING_EARN_SHIFT_MAX 10
+
 void layer_rings_init(struct layer_rings *rings, const struct layer_core *core)
 {
 	uint32_t slots = 1;
@@ -394,14 +397,17 @@ int layer_ring_ctl_arrive(struct layer_ring *ring, struct layer_buf *buf)
 			goto err_proto;
 		ring->peer = offer;
 		ring->state = LAYER_RING_UP;
+		ring->earn_shift = 0;
 		return 0;
 	case LAYER_OP_RING_RELEASE:
 		/* every slot the peer wrote into our region is taken: it is free */
 		switch (ring->state) {
 		case LAYER_RING_OFFERED:
-			/* refused */
+			/* refused: the peer lends its maximum; offered again after more */
 			layer_ring_region_free(ring);
 			ring->state = LAYER_RING_NONE;
+			if (ring->earn_shift < LAYER_RING_EARN_SHIFT_MAX)
+				ring->earn_shift++;
 			return 0;
 		case LAYER_RING_UP:
 			layer_ring_region_free(ring);
@@ -532,8 +538,11 @@ void layer_ring_after_msg(struct layer_ring *ring)
 	if (rings->now_ms - ring->earn_ms > rings->idle_ms) {
 		ring->earn_ms = rings->now_ms;
 		ring->earn_cnt = 0;
+		/* refusals are forgotten one window at a time */
+		if (ring->earn_shift)
+			ring->earn_shift--;
 	}
-	if (++ring->earn_cnt >= rings->earn) {
+	if (++ring->earn_cnt >= (uint64_t) rings->earn << ring->earn_shift) {
 		ring->earn_cnt = 0;
 		layer_ring_offer(ring);
 	}

@@ -16,7 +16,9 @@
  * - Earning: a side that receives FI_OFI_LAYER_RING_EARN messages on a channel within
  *   FI_OFI_LAYER_RING_IDLE milliseconds, while it holds fewer than FI_OFI_LAYER_RING_ACTIVE
  *   regions, allocates one and offers it (RING_OFFER, its address, key and slots). The peer
- *   answers with its own (RING_ACCEPT), or RING_RELEASE when it holds its maximum. Offers
+ *   answers with its own (RING_ACCEPT), or RING_RELEASE when it holds its maximum (each
+ *   refusal in a row doubles the messages the next offer takes, up to 1024 times, each
+ *   idle window halving them again). Offers
  *   that cross: the side that opened the connection ignores the one it gets, the other takes
  *   it as the answer to its own and accepts it with the region it offered.
  * - Giving back: a ring whose slots neither side used for FI_OFI_LAYER_RING_IDLE
@@ -128,6 +130,8 @@ struct layer_ring {
 	uint32_t msgs_sent;            /* messages sent on the channel */
 	/* earning and idleness */
 	uint32_t earn_cnt;             /* messages received since earn_ms */
+	uint8_t earn_shift;            /* offers refused in a row (up to 10): the next needs
+					* earn << earn_shift messages */
 	uint64_t earn_ms;
 	uint64_t used_ms;              /* a slot was last written or taken */
 	/* while it has a region */

@@ -389,6 +389,8 @@ int main(int argc, char **argv)
 	struct lt_dom dom = { 0 };
 	struct rlimit lim;
 	uint32_t hellos = 0, bad, i, r, per_proc, first;
+	const char *active = getenv("FI_OFI_LAYER_RING_ACTIVE");
+	uint64_t ring_max = active ? strtoull(active, NULL, 0) : 64;
 	uint64_t rings, need;
 	int rfd, wfd;
 	const char *role;
@@ -460,10 +462,14 @@ int main(int argc, char **argv)
 		LT_CHECK(wait_conns(&s, s.cnt), "one connection per peer (%" PRIu64 ")",
 			 ep_opt(&s.ep, FI_OPT_LAYER_CONN_COUNT));
 	rings = ep_opt(&s.ep, FI_OPT_LAYER_RING_COUNT);
-	LT_CHECK(rings <= 64, "at most FI_OFI_LAYER_RING_ACTIVE rings (%" PRIu64 ")", rings);
+	LT_CHECK(rings <= ring_max, "at most FI_OFI_LAYER_RING_ACTIVE rings (%" PRIu64 " of %"
+		 PRIu64 ")", rings, ring_max);
 
 	call_all(&s, child, 2, "the endpoint calls every peer first");
 	busy_peers(&s, child);
+	rings = ep_opt(&s.ep, FI_OPT_LAYER_RING_COUNT);
+	LT_CHECK(rings <= ring_max, "still at most FI_OFI_LAYER_RING_ACTIVE rings (%" PRIu64 ")",
+		 rings);
 
 	/* half the peers go */
 	cmd = 'h';
