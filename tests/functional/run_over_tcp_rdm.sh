@@ -15,4 +15,4 @@ LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan_net.supp:print_su
 export LSAN_OPTIONS
 
 # shellcheck disable=SC2086 # one word per program
-run_suite "over tcp's RDM endpoint" $rdm_core_tests
+run_suite "over tcp's RDM endpoint" $rdm_core_tests test_many_peers

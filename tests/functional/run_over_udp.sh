@@ -9,4 +9,13 @@ LAYER_TEST_PROV="udp;ofi_layer"
 export LAYER_TEST_PROV
 
 # shellcheck disable=SC2086 # one word per program
-run_suite "over udp;ofi_layer" $rdm_core_tests test_dgram_wire
+(run_suite "over udp;ofi_layer" $rdm_core_tests test_dgram_wire)
+case $? in
+0 | 77) ;;
+*) exit 1 ;;
+esac
+# Many peers over one udp socket: as many as its receive buffer holds the answers of at once
+# (fi_layer(7) LIMITATIONS: an incast past it is recovered only by senders that progress).
+LAYER_TEST_PEERS=128
+export LAYER_TEST_PEERS
+run_suite "many peers over udp;ofi_layer" test_many_peers
