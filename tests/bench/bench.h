@@ -26,8 +26,6 @@
 
 #define BENCH_NAME "fi_layer_bench"
 #define DEFAULT_PROVS "tcp;ofi_layer,tcp;ofi_rxm"
-#define BENCH_NODE "127.0.0.1"
-#define BENCH_API FI_VERSION(1, 17)
 /* "tcp-msg": not a provider but a connected FI_EP_MSG endpoint of the core before the dash */
 #define MSG_EP_SUFFIX "-msg"
 
@@ -44,6 +42,9 @@
 #define DEFAULT_REPEATS 5
 #define DEFAULT_WINDOW 64
 #define DEFAULT_TIMEOUT 20
+/* The server's alarm() outlasts the client's by this much, so that a hang is the client's to
+ * report. */
+#define SERVER_ALARM_EXTRA 5
 
 /* Default iterations come from a byte budget so every size takes a similar, short time. */
 #define LAT_BUDGET (64UL << 20)

@@ -54,37 +54,16 @@ static int fab_getinfo(const struct fab *f, bool tagged, bool manual, size_t rx_
 	struct fi_info *hints;
 	int ret;
 
-	hints = fi_allocinfo();
+	hints = bench_hints(f->core, FI_MSG | (tagged ? FI_TAGGED : 0),
+			    f->is_msg_ep ? FI_EP_MSG : FI_EP_RDM, MR_MODE_ACCEPTED, manual);
 	if (!hints)
 		return -FI_ENOMEM;
-	hints->caps = FI_MSG | (tagged ? FI_TAGGED : 0);
-	hints->mode = FI_CONTEXT;
-	hints->ep_attr->type = f->is_msg_ep ? FI_EP_MSG : FI_EP_RDM;
-	hints->domain_attr->mr_mode = MR_MODE_ACCEPTED;
-	/*
-	 * One thread per process: let the provider take its lock-free path. fabtests leaves
-	 * threading to the provider, which usually means FI_THREAD_SAFE and its locks.
-	 */
-	if (!opt.fabtests)
-		hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	if (!f->is_msg_ep)
-		hints->domain_attr->av_type = FI_AV_TABLE;
-	if (manual)
-		hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	/* fabtests leaves threading to the provider: usually FI_THREAD_SAFE, with its locks */
+	if (opt.fabtests)
+		hints->domain_attr->threading = FI_THREAD_UNSPEC;
 	hints->rx_attr->size = rx_size;
-	hints->fabric_attr->prov_name = strdup(f->core);
-	if (!hints->fabric_attr->prov_name) {
-		fi_freeinfo(hints);
-		return -FI_ENOMEM;
-	}
-	/*
-	 * FI_SOURCE with no service: bind 127.0.0.1 on an ephemeral port, fi_getname tells it.
-	 * For a MSG endpoint that is the passive endpoint's port, or the client's own one.
-	 */
-	if (on_loopback)
-		ret = fi_getinfo(BENCH_API, BENCH_NODE, NULL, FI_SOURCE, hints, info);
-	else
-		ret = fi_getinfo(BENCH_API, NULL, NULL, 0, hints, info);
+	/* on the loopback, a MSG endpoint's port is the passive endpoint's, or the client's own */
+	ret = bench_getinfo(hints, on_loopback, info);
 	fi_freeinfo(hints);
 	return ret;
 }
@@ -145,12 +124,7 @@ void fab_close(struct fab *f)
 		fi_close(&f->rx_cq->fid);
 	if (f->eq)
 		fi_close(&f->eq->fid);
-	if (f->domain)
-		fi_close(&f->domain->fid);
-	if (f->fabric)
-		fi_close(&f->fabric->fid);
-	if (f->info)
-		fi_freeinfo(f->info);
+	bench_close_domain(f->domain, f->fabric, f->info);
 	free(f->tx_buf);
 	free(f->rx_buf);
 	free(f->tx_ctx);
@@ -167,12 +141,6 @@ void fab_close(struct fab *f)
 	f->info = NULL;
 	f->tx_buf = f->rx_buf = NULL;
 	f->tx_ctx = f->rx_ctx = NULL;
-}
-
-static bool is_ip_format(uint32_t addr_format)
-{
-	return addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN ||
-	       addr_format == FI_SOCKADDR_IN6;
 }
 
 /* fi_getinfo in order of preference; -FI_ENODATA when nothing fits. */
@@ -207,7 +175,7 @@ static int fab_choose_info(struct fab *f)
 	 * same name for client and server; asked without a node, the provider picks a name of
 	 * its own for each process.
 	 */
-	if (!f->is_msg_ep && !is_ip_format(f->info->addr_format)) {
+	if (!f->is_msg_ep && !bench_is_ip_format(f->info->addr_format)) {
 		bool tagged = f->info->caps & FI_TAGGED;
 		bool manual = f->info->domain_attr->data_progress == FI_PROGRESS_MANUAL;
 		size_t rx_size = f->info->rx_attr->size >= rx_want ? rx_want : 0;
@@ -328,6 +296,7 @@ int fab_open(struct fab *f, size_t buf_size)
 {
 	struct fi_cq_attr cq_attr = {0};
 	size_t window = opt.window;
+	const char *failed;
 	size_t core_len;
 	int ret;
 
@@ -352,14 +321,9 @@ int fab_open(struct fab *f, size_t buf_size)
 		window = f->info->rx_attr->size;
 	f->window = window;
 
-	ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
+	ret = bench_open_domain(f->info, &f->fabric, &f->domain, &failed);
 	if (ret) {
-		fab_err(f, "fi_fabric", ret);
-		return ret;
-	}
-	ret = fi_domain(f->fabric, f->info, &f->domain, NULL);
-	if (ret) {
-		fab_err(f, "fi_domain", ret);
+		fab_err(f, failed, ret);
 		return ret;
 	}
 	cq_attr.format = FI_CQ_FORMAT_TAGGED;

@@ -50,7 +50,7 @@ static int server_main(int prov, int rfd, int wfd)
 	int ret;
 
 	/* outlive the client's alarm a little, so a hang is reported by the client */
-	alarm(opt.timeout + 5);
+	alarm(opt.timeout + SERVER_ALARM_EXTRA);
 	ret = fab_open(&f, bench_run.buf_size);
 	ret = fab_send_hdr(&f, wfd, ret);
 	if (!ret)
@@ -60,10 +60,10 @@ static int server_main(int prov, int rfd, int wfd)
 	for (int i = 0; !ret && i < ntests; i++) {
 		if (test_skipped(prov, i) || !test_possible(&f, &tests[i]))
 			continue;
-		alarm(opt.timeout + 5);
+		alarm(opt.timeout + SERVER_ALARM_EXTRA);
 		ret = run_test(&f, &tests[i], false, &unused);
 	}
-	alarm(opt.timeout + 5);
+	alarm(opt.timeout + SERVER_ALARM_EXTRA);
 	if (!ret)
 		ret = wait_peer_done(&f, rfd);
 	if (!ret && write_all(wfd, "d", 1))

@@ -1,12 +1,17 @@
-/* Clock, pipes, pinning, medians and option numbers for the benchmark programs (bench_util.h). */
+/*
+ * Clock, pipes, wait statuses, CPUs, medians, options and the way to a domain for the benchmark
+ * programs (bench_util.h).
+ */
 #include "config.h"
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdbool.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +59,30 @@ int read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
+void bench_describe_status(int status, unsigned alarm_s, char *buf, size_t len)
+{
+	if (alarm_s && WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+		snprintf(buf, len, "timed out after %u s", alarm_s);
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+}
+
+int bench_allowed_cpus(int *cpus, int n)
+{
+	cpu_set_t set;
+	int found = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE && found < n; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			cpus[found++] = cpu;
+	return CPU_COUNT(&set);
+}
+
 void bench_pin(const char *prog, int cpu)
 {
 	cpu_set_t set;
@@ -78,6 +107,19 @@ double bench_median(double *v, int n)
 {
 	qsort(v, (size_t) n, sizeof(v[0]), bench_cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int bench_split_list(char *list, const char **items, int max)
+{
+	char *save = NULL;
+	int n = 0;
+
+	for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -1;
+		items[n++] = s;
+	}
+	return n;
 }
 
 bool bench_parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out)
@@ -147,4 +189,68 @@ void bench_prov_names(const char *const *provs, int n, char names[][BENCH_NAME_L
 	if (clash)
 		for (int p = 0; p < n; p++)
 			snprintf(names[p], BENCH_NAME_LEN, "%s", provs[p]);
+}
+
+struct fi_info *bench_hints(const char *prov, uint64_t caps, enum fi_ep_type ep_type,
+			    uint64_t mr_mode, bool manual)
+{
+	struct fi_info *hints = fi_allocinfo();
+
+	if (!hints)
+		return NULL;
+	hints->caps = caps;
+	hints->mode = FI_CONTEXT;
+	hints->ep_attr->type = ep_type;
+	hints->domain_attr->mr_mode = mr_mode;
+	/* one thread per process: the provider may take its lock-free path */
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	if (ep_type == FI_EP_RDM)
+		hints->domain_attr->av_type = FI_AV_TABLE;
+	if (manual)
+		hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	hints->fabric_attr->prov_name = strdup(prov);
+	if (!hints->fabric_attr->prov_name) {
+		fi_freeinfo(hints);
+		return NULL;
+	}
+	return hints;
+}
+
+int bench_getinfo(const struct fi_info *hints, bool on_loopback, struct fi_info **info)
+{
+	if (on_loopback)
+		return fi_getinfo(BENCH_API, BENCH_NODE, NULL, FI_SOURCE, hints, info);
+	return fi_getinfo(BENCH_API, NULL, NULL, 0, hints, info);
+}
+
+int bench_open_domain(struct fi_info *info, struct fid_fabric **fabric, struct fid_domain **domain,
+		      const char **failed)
+{
+	const char *call = "fi_fabric";
+	int ret;
+
+	ret = fi_fabric(info->fabric_attr, fabric, NULL);
+	if (!ret) {
+		call = "fi_domain";
+		ret = fi_domain(*fabric, info, domain, NULL);
+	}
+	if (ret && failed)
+		*failed = call;
+	return ret;
+}
+
+void bench_close_domain(struct fid_domain *domain, struct fid_fabric *fabric, struct fi_info *info)
+{
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	if (info)
+		fi_freeinfo(info);
+}
+
+bool bench_is_ip_format(uint32_t addr_format)
+{
+	return addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN ||
+	       addr_format == FI_SOCKADDR_IN6;
 }

@@ -38,14 +38,14 @@ static bool is_tx_ctx(const struct fab *f, const void *ctx)
 
 int check_peer_alive(struct fab *f)
 {
+	char how[96];
 	int status;
 
 	if (!f->watch_pid || waitpid(f->watch_pid, &status, WNOHANG) != f->watch_pid)
 		return 0;
 	f->watch_pid = 0;
-	fprintf(stderr, "%s: %s client: server exited early (%s %d)\n", BENCH_NAME, f->prov,
-		WIFSIGNALED(status) ? "signal" : "status",
-		WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	bench_describe_status(status, opt.timeout + SERVER_ALARM_EXTRA, how, sizeof(how));
+	fprintf(stderr, "%s: %s client: server ended early (%s)\n", BENCH_NAME, f->prov, how);
 	return -FI_EIO;
 }
 

@@ -46,9 +46,6 @@
 
 #include "coll_bench.h"
 
-#define BENCH_NODE "127.0.0.1"
-#define BENCH_API FI_VERSION(1, 17)
-
 #define WATCHDOG_MARGIN 10 /* seconds beyond the timeout before the watchdog ends a rank */
 #define CQ_BATCH 8
 #define CHILD_CHECKS 16 /* looks at the clock between two at the other ranks (rank 0) */
@@ -185,25 +182,10 @@ static int rank_getinfo(const struct rank *r, uint64_t caps, bool manual, struct
 	struct fi_info *hints;
 	int ret;
 
-	hints = fi_allocinfo();
+	hints = bench_hints(r->prov, caps, FI_EP_RDM, MR_MODE_ACCEPTED, manual);
 	if (!hints)
 		return -FI_ENOMEM;
-	hints->caps = caps;
-	hints->mode = FI_CONTEXT;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = MR_MODE_ACCEPTED;
-	/* one thread per process: let the provider take its lock-free path */
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->domain_attr->av_type = FI_AV_TABLE;
-	if (manual)
-		hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	hints->fabric_attr->prov_name = strdup(r->prov);
-	if (!hints->fabric_attr->prov_name) {
-		fi_freeinfo(hints);
-		return -FI_ENOMEM;
-	}
-	/* FI_SOURCE with no service: 127.0.0.1 on an ephemeral port, which fi_getname tells */
-	ret = fi_getinfo(BENCH_API, BENCH_NODE, NULL, FI_SOURCE, hints, info);
+	ret = bench_getinfo(hints, true, info);
 	fi_freeinfo(hints);
 	return ret;
 }
@@ -297,12 +279,7 @@ void rank_close(struct rank *r)
 		fi_close(&r->cq->fid);
 	if (r->eq)
 		fi_close(&r->eq->fid);
-	if (r->domain)
-		fi_close(&r->domain->fid);
-	if (r->fabric)
-		fi_close(&r->fabric->fid);
-	if (r->info)
-		fi_freeinfo(r->info);
+	bench_close_domain(r->domain, r->fabric, r->info);
 	free(r->send_buf);
 	free(r->recv_buf);
 	r->mc = NULL;
@@ -324,17 +301,15 @@ int rank_open(struct rank *r)
 	struct fi_eq_attr eq_attr = {.size = 64, .wait_obj = FI_WAIT_NONE};
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = (size_t) r->nranks};
+	const char *failed;
 	int ret;
 
 	ret = rank_choose_info(r);
 	if (ret)
 		return ret;
-	ret = fi_fabric(r->info->fabric_attr, &r->fabric, NULL);
+	ret = bench_open_domain(r->info, &r->fabric, &r->domain, &failed);
 	if (ret)
-		return rank_call_fail(r, "fi_fabric", ret);
-	ret = fi_domain(r->fabric, r->info, &r->domain, NULL);
-	if (ret)
-		return rank_call_fail(r, "fi_domain", ret);
+		return rank_call_fail(r, failed, ret);
 	ret = fi_eq_open(r->fabric, &eq_attr, &r->eq, NULL);
 	if (ret)
 		return rank_call_fail(r, "fi_eq_open", ret);

@@ -38,9 +38,9 @@
 
 #include "util/av_set.h"
 
+#include "bench_util.h"
+
 #define BENCH_NAME "fi_av_set_bench"
-#define BENCH_API FI_VERSION(1, 17)
-#define BENCH_NODE "127.0.0.1"
 #define DEFAULT_PROVS "tcp;ofi_layer,tcp;ofi_rxm"
 #define DEFAULT_SIZES "1000,10000,100000,1000000"
 #define DEFAULT_REPEATS 7
@@ -151,12 +151,7 @@ static void fab_close(struct fab *f)
 {
 	if (f->av)
 		fi_close(&f->av->fid);
-	if (f->domain)
-		fi_close(&f->domain->fid);
-	if (f->fabric)
-		fi_close(&f->fabric->fid);
-	if (f->info)
-		fi_freeinfo(f->info);
+	bench_close_domain(f->domain, f->fabric, f->info);
 }
 
 /* Fabric, domain and an FI_AV_TABLE AV of naddr distinct (never contacted) addresses. */
@@ -179,9 +174,7 @@ static int fab_open(const char *prov, size_t naddr, struct fab *f)
 	fi_freeinfo(hints);
 	if (ret)
 		return ret;
-	ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
-	if (!ret)
-		ret = fi_domain(f->fabric, f->info, &f->domain, NULL);
+	ret = bench_open_domain(f->info, &f->fabric, &f->domain, NULL);
 	if (!ret)
 		ret = fi_av_open(f->domain, &av_attr, &f->av, NULL);
 	if (ret)
@@ -478,19 +471,6 @@ static void usage(FILE *out)
 		BENCH_NAME, DEFAULT_PROVS, DEFAULT_SIZES, DEFAULT_REPEATS, DEFAULT_TIMEOUT);
 }
 
-static int parse_list(char *arg, const char **out, int max)
-{
-	char *save = NULL, *tok;
-	int n = 0;
-
-	for (tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == max)
-			return -1;
-		out[n++] = tok;
-	}
-	return n;
-}
-
 static int parse_options(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -536,8 +516,8 @@ static int parse_options(int argc, char **argv)
 			return -1;
 		}
 	}
-	opt.nprovs = parse_list(provs, opt.provs, MAX_PROVS);
-	opt.nsizes = parse_list(sizes, list, MAX_SIZES);
+	opt.nprovs = bench_split_list(provs, opt.provs, MAX_PROVS);
+	opt.nsizes = bench_split_list(sizes, list, MAX_SIZES);
 	if (opt.nprovs <= 0 || opt.nsizes <= 0 || opt.repeats < 1 || opt.repeats > MAX_REPEATS ||
 	    !opt.timeout) {
 		usage(stderr);

@@ -52,6 +52,8 @@
 #define MAX_REPEATS 100
 #define DEFAULT_TIMEOUT 60 /* seconds, for every single wait */
 #define REAP_MS 10000	   /* how long ranks may take to close and exit after a run */
+/* A rank's alarm() as bench_describe_status knows it: none, its watchdog catches SIGALRM. */
+#define RANK_ALARM_S 0
 
 #define CHILD_OPT "--rank-fd" /* how rank 0 execs the others; not for users */
 #define CHILD_FD 3
@@ -91,16 +93,6 @@ static bool prov_auto[MAX_PROVS]; /* ran with the provider's own progress: no ma
 
 /* ---------------------------------------------------------------- rank 0: the other ranks */
 
-/* A wait status in words: "killed by signal 9 (Killed)", "exited with status 1". */
-static void describe_status(int status, char *buf, size_t len)
-{
-	if (WIFSIGNALED(status))
-		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
-	else
-		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
-}
-
 /* Its socket ended: it is exiting, give it a moment to say how (end_run kills it if not). */
 static int child_gone(struct rank *r, int i)
 {
@@ -109,7 +101,7 @@ static int child_gone(struct rank *r, int i)
 	for (int ms = 0; children[i].pid > 0 && ms < 1000; ms++) {
 		if (waitpid(children[i].pid, &children[i].status, WNOHANG) == children[i].pid) {
 			children[i].pid = 0;
-			describe_status(children[i].status, how, sizeof(how));
+			bench_describe_status(children[i].status, RANK_ALARM_S, how, sizeof(how));
 			break;
 		}
 		usleep(1000);
@@ -161,7 +153,7 @@ int check_children(struct rank *r)
 		    waitpid(children[i].pid, &children[i].status, WNOHANG) != children[i].pid)
 			continue;
 		children[i].pid = 0;
-		describe_status(children[i].status, how, sizeof(how));
+		bench_describe_status(children[i].status, RANK_ALARM_S, how, sizeof(how));
 		return rank_fail(r, -FI_EIO, "rank %d: %s", i, how);
 	}
 	return 0;
@@ -334,7 +326,8 @@ static void end_run(struct rank *r, bool is_ok)
 				if (is_ok && children[i].status) {
 					char how[64];
 
-					describe_status(children[i].status, how, sizeof(how));
+					bench_describe_status(children[i].status, RANK_ALARM_S, how,
+							      sizeof(how));
 					fprintf(stderr, "%s: %s rank %d %s after its tests\n",
 						BENCH_NAME, r->prov, i, how);
 				}
@@ -808,13 +801,9 @@ bad:
 /* The CPUs we may run on, in order; rank r goes to cpus[r % ncpus]. */
 static void choose_cpus(void)
 {
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return;
-	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-		if (CPU_ISSET(cpu, &set))
-			cpus[ncpus++] = cpu;
+	ncpus = bench_allowed_cpus(cpus, CPU_SETSIZE);
+	if (ncpus < 0)
+		ncpus = 0;
 }
 
 int main(int argc, char **argv)

@@ -22,7 +22,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -80,17 +79,6 @@ bool test_skipped(int prov, int test)
 }
 
 /* ---------------------------------------------------------------- the main process */
-
-static void describe_status(int status, char *buf, size_t len)
-{
-	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-		snprintf(buf, len, "timed out after %u s", opt.timeout);
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
-	else
-		snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
-}
 
 static const char *test_name(const struct test *t)
 {
@@ -218,7 +206,7 @@ static void run_once(int prov, int repeat)
 	if (timed_out)
 		snprintf(why, sizeof(why), "stopped reporting, killed");
 	else
-		describe_status(status, why, sizeof(why));
+		bench_describe_status(status, opt.timeout, why, sizeof(why));
 	if (current >= 0) {
 		char size[32];
 
@@ -475,17 +463,16 @@ static void usage(FILE *out)
 		BENCH_NAME, DEFAULT_PROVS, DEFAULT_REPEATS, DEFAULT_WINDOW, DEFAULT_TIMEOUT);
 }
 
+/* Each -p adds its providers to those of the -p before. */
 static void parse_providers(char *list)
 {
-	char *save = NULL;
+	int n = bench_split_list(list, opt.provs + opt.nprovs, MAX_PROVS - opt.nprovs);
 
-	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-		if (opt.nprovs == MAX_PROVS) {
-			fprintf(stderr, "%s: at most %d providers\n", BENCH_NAME, MAX_PROVS);
-			exit(2);
-		}
-		opt.provs[opt.nprovs++] = p;
+	if (n < 0) {
+		fprintf(stderr, "%s: at most %d providers\n", BENCH_NAME, MAX_PROVS);
+		exit(2);
 	}
+	opt.nprovs += n;
 	if (!opt.nprovs) {
 		fprintf(stderr, "%s: empty provider list\n", BENCH_NAME);
 		exit(2);
@@ -494,42 +481,46 @@ static void parse_providers(char *list)
 
 static void parse_sizes(char *list)
 {
-	char *save = NULL;
+	const char *item[MAX_SIZES];
+	int n = bench_split_list(list, item, MAX_SIZES);
+	bool ok = n >= 0;
 
-	opt.nsizes = 0;
-	for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-		if (opt.nsizes == MAX_SIZES ||
-		    !bench_parse_size(s, 1, MAX_MSG_SIZE, &opt.sizes[opt.nsizes])) {
-			fprintf(stderr, "%s: bad size list (at most %d sizes, 1 B to 1 GiB)\n",
-				BENCH_NAME, MAX_SIZES);
-			exit(2);
-		}
-		opt.nsizes++;
+	for (int i = 0; ok && i < n; i++)
+		ok = bench_parse_size(item[i], 1, MAX_MSG_SIZE, &opt.sizes[i]);
+	if (!ok) {
+		fprintf(stderr, "%s: bad size list (at most %d sizes, 1 B to 1 GiB)\n", BENCH_NAME,
+			MAX_SIZES);
+		exit(2);
 	}
-	if (!opt.nsizes) {
+	if (!n) {
 		fprintf(stderr, "%s: empty size list\n", BENCH_NAME);
 		exit(2);
 	}
+	opt.nsizes = n;
 }
 
 static void parse_counts(char *list)
 {
-	char *save = NULL;
+	const char *item[MAX_COUNTS];
+	int n = bench_split_list(list, item, MAX_COUNTS);
+	bool ok = n >= 0;
 	unsigned long v;
 
-	opt.ncounts = 0;
-	for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-		if (opt.ncounts == MAX_COUNTS || !bench_parse_ulong(s, 1, MAX_MATCH_COUNT, &v)) {
-			fprintf(stderr, "%s: bad count list (at most %d counts, 1 to %d)\n",
-				BENCH_NAME, MAX_COUNTS, MAX_MATCH_COUNT);
-			exit(2);
-		}
-		opt.counts[opt.ncounts++] = v;
+	for (int i = 0; ok && i < n; i++) {
+		ok = bench_parse_ulong(item[i], 1, MAX_MATCH_COUNT, &v);
+		if (ok)
+			opt.counts[i] = v;
 	}
-	if (!opt.ncounts) {
+	if (!ok) {
+		fprintf(stderr, "%s: bad count list (at most %d counts, 1 to %d)\n", BENCH_NAME,
+			MAX_COUNTS, MAX_MATCH_COUNT);
+		exit(2);
+	}
+	if (!n) {
 		fprintf(stderr, "%s: empty count list\n", BENCH_NAME);
 		exit(2);
 	}
+	opt.ncounts = n;
 }
 
 static void parse_options(int argc, char **argv)
@@ -752,14 +743,10 @@ static void set_run(int t, int r)
 /* The first two CPUs we may run on; with fewer, nobody is pinned. */
 static void choose_cpus(void)
 {
-	cpu_set_t set;
-	int found = 0;
+	int found = bench_allowed_cpus(bench_cpus, 2);
 
-	if (sched_getaffinity(0, sizeof(set), &set))
+	if (found < 0)
 		return;
-	for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++)
-		if (CPU_ISSET(cpu, &set))
-			bench_cpus[found++] = cpu;
 	if (found < 2) {
 		bench_yield_idle = true;
 		fprintf(stderr,

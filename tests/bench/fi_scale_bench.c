@@ -21,8 +21,8 @@
 #include "config.h"
 
 #include <getopt.h>
-#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +73,30 @@ static size_t ceil_div(size_t a, size_t b)
 	return b ? (a + b - 1) / b : 0;
 }
 
+/* The server forked and enabled (its record in *server), its address in run for the clients. */
+static int start_server(double deadline, char *why, size_t len, struct kid **server)
+{
+	struct kid *k;
+	int ret;
+
+	k = spawn(KID_SERVER, 0, 0);
+	if (!k)
+		return AWAIT_FAIL;
+	ret = await(T_SERVER, REC_ADDR, deadline, why, len);
+	if (ret)
+		return ret;
+	run.server_addrlen = k->rec.addrlen;
+	memcpy(run.server_addr, k->rec.addr, sizeof(run.server_addr));
+	*server = k;
+	return AWAIT_OK;
+}
+
 /*
  * The peers leave: the server first hears that they will (what they leave on its CQ is then
- * no failure), then they close and exit, then the server closes.
+ * no failure; its REC_LEAVING record holds its fds with them all there), then they close and
+ * exit. The server stays.
  */
-static int teardown(double deadline, char *why, size_t len)
+static int peers_leave(double deadline, char *why, size_t len)
 {
 	int ret;
 
@@ -88,6 +107,15 @@ static int teardown(double deadline, char *why, size_t len)
 		ret = send_cmd(T_CLIENTS, CMD_EXIT, why, len);
 	if (!ret)
 		ret = await_exit(T_CLIENTS, deadline, why, len);
+	return ret;
+}
+
+/* The peers leave, then the server closes. */
+static int teardown(double deadline, char *why, size_t len)
+{
+	int ret;
+
+	ret = peers_leave(deadline, why, len);
 	if (!ret)
 		ret = send_cmd(T_SERVER, CMD_STOP, why, len);
 	if (!ret)
@@ -103,16 +131,11 @@ static int run_measure_steps(size_t n, double fig[NFIGS], double deadline, char 
 	double base_rss, base_fds, conn, lat[SCALE_BATCHES];
 	int ret;
 
-	server = spawn(KID_SERVER, 0, 0);
-	if (!server)
-		return AWAIT_FAIL;
-	ret = await(T_SERVER, REC_ADDR, deadline, why, len);
+	ret = start_server(deadline, why, len, &server);
 	if (ret)
 		return ret;
 	base_rss = server->rec.v[V_RSS];
 	base_fds = server->rec.v[V_FDS];
-	run.server_addrlen = server->rec.addrlen;
-	memcpy(run.server_addr, server->rec.addr, sizeof(run.server_addr));
 	if (spawn_clients(n, true))
 		return AWAIT_FAIL;
 	for (int i = 0; i < nkids; i++)
@@ -225,17 +248,12 @@ static int churn_steps(int p, size_t n, char *why, size_t len)
 	double deadline = now_us() + (opt.timeout + 10) * 1e6;
 	int ret;
 
-	server = spawn(KID_SERVER, 0, 0);
-	if (!server)
-		return AWAIT_FAIL;
-	ret = await(T_SERVER, REC_ADDR, deadline, why, len);
+	ret = start_server(deadline, why, len, &server);
 	if (ret)
 		return ret;
 	churn_rows[p][0].fds = server->rec.v[V_FDS];
 	churn_rows[p][0].rss = server->rec.v[V_RSS];
 	churn_started[p] = true;
-	run.server_addrlen = server->rec.addrlen;
-	memcpy(run.server_addr, server->rec.addr, sizeof(run.server_addr));
 
 	for (unsigned c = 1; c <= opt.churn; c++) {
 		struct churn_row *row = &churn_rows[p][c];
@@ -248,18 +266,11 @@ static int churn_steps(int p, size_t n, char *why, size_t len)
 		if (conn < 0)
 			return (int) conn;
 		row->conn_s = conn;
-		ret = send_cmd(T_SERVER, CMD_LEAVING, why, len);
-		if (!ret)
-			ret = await(T_SERVER, REC_LEAVING, deadline, why, len);
-		if (ret)
-			return ret;
-		row->fds_conn = server->rec.v[V_FDS];
 		/* the clients close their endpoints and exit; then the server removes them */
-		ret = send_cmd(T_CLIENTS, CMD_EXIT, why, len);
-		if (!ret)
-			ret = await_exit(T_CLIENTS, deadline, why, len);
+		ret = peers_leave(deadline, why, len);
 		if (ret)
 			return ret;
+		row->fds_conn = server->rec.v[V_FDS]; /* its REC_LEAVING: no record came since */
 		nkids = 1; /* the server stays; the clients are reaped, their pipes closed */
 		ret = send_cmd(T_SERVER, CMD_REMOVE, why, len);
 		if (!ret)
@@ -346,45 +357,47 @@ static void usage(FILE *out)
 		SCALE_DEFAULT_TIMEOUT);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *fmt, const char *arg)
+/* What is wrong with the options, and where to read about them; exit status 2. */
+static void __attribute__((noreturn, format(printf, 1, 2))) bad_usage(const char *fmt, ...)
 {
+	va_list ap;
+
 	fprintf(stderr, "%s: ", SCALE_NAME);
-	fprintf(stderr, fmt, arg);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fprintf(stderr, "\n(%s -h for the options)\n", SCALE_NAME);
 	exit(2);
 }
 
 static void parse_providers(char *list)
 {
-	char *save = NULL;
-
-	opt.nprovs = 0;
-	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-		if (opt.nprovs == SCALE_MAX_PROVS)
-			bad_usage("-p: at most 8 providers", NULL);
-		if (strlen(p) >= SCALE_PROV_LEN)
-			bad_usage("-p: provider name too long: %s", p);
-		opt.provs[opt.nprovs++] = p;
-	}
+	opt.nprovs = bench_split_list(list, opt.provs, SCALE_MAX_PROVS);
+	if (opt.nprovs < 0)
+		bad_usage("-p: at most %d providers", SCALE_MAX_PROVS);
 	if (!opt.nprovs)
-		bad_usage("-p: empty provider list", NULL);
+		bad_usage("-p: empty provider list");
+	for (int p = 0; p < opt.nprovs; p++)
+		if (strlen(opt.provs[p]) >= SCALE_PROV_LEN)
+			bad_usage("-p: provider name too long: %s", opt.provs[p]);
 }
 
 static void parse_counts(char *list)
 {
-	char *save = NULL;
+	const char *item[SCALE_MAX_COUNTS];
 	unsigned long v;
 
-	opt.ncounts = 0;
-	for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-		if (opt.ncounts == SCALE_MAX_COUNTS)
-			bad_usage("-n: at most 16 peer counts", NULL);
-		if (!bench_parse_ulong(s, 1, SCALE_MAX_PEERS, &v))
-			bad_usage("-n: '%s' is not a peer count from 1 to 65536", s);
-		opt.counts[opt.ncounts++] = v;
-	}
+	opt.ncounts = bench_split_list(list, item, SCALE_MAX_COUNTS);
+	if (opt.ncounts < 0)
+		bad_usage("-n: at most %d peer counts", SCALE_MAX_COUNTS);
 	if (!opt.ncounts)
-		bad_usage("-n: empty list of peer counts", NULL);
+		bad_usage("-n: empty list of peer counts");
+	for (int i = 0; i < opt.ncounts; i++) {
+		if (!bench_parse_ulong(item[i], 1, SCALE_MAX_PEERS, &v))
+			bad_usage("-n: '%s' is not a peer count from 1 to %d", item[i],
+				  SCALE_MAX_PEERS);
+		opt.counts[i] = v;
+	}
 }
 
 static unsigned long parse_num(const char *name, const char *s, unsigned long min,
@@ -392,13 +405,8 @@ static unsigned long parse_num(const char *name, const char *s, unsigned long mi
 {
 	unsigned long v;
 
-	if (!bench_parse_ulong(s, min, max, &v)) {
-		fprintf(stderr,
-			"%s: %s: '%s' is not a number from %lu to %lu\n(%s -h for the "
-			"options)\n",
-			SCALE_NAME, name, s, min, max, SCALE_NAME);
-		exit(2);
-	}
+	if (!bench_parse_ulong(s, min, max, &v))
+		bad_usage("%s: '%s' is not a number from %lu to %lu", name, s, min, max);
 	return v;
 }
 
@@ -480,31 +488,23 @@ static void parse_options(int argc, char **argv)
 		parse_counts(default_counts);
 	if (opt.churn) {
 		if (!counts_set || opt.ncounts != 1)
-			bad_usage("--churn takes one peer count: -n N", NULL);
+			bad_usage("--churn takes one peer count: -n N");
 		if (repeats_set)
 			bad_usage("-r does not apply to --churn: each provider runs its cycles "
-				  "once",
-				  NULL);
+				  "once");
 		if (iters_set)
-			bad_usage("-i does not apply to --churn: it measures no latency", NULL);
+			bad_usage("-i does not apply to --churn: it measures no latency");
 	}
 }
 
 /* The first two CPUs we may run on, for the server and the awake client. */
 static void choose_cpus(void)
 {
-	cpu_set_t set;
-	int found = 0;
-
-	ncpus = (int) sysconf(_SC_NPROCESSORS_ONLN);
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return;
-	ncpus = CPU_COUNT(&set);
-	for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++)
-		if (CPU_ISSET(cpu, &set))
-			bench_cpus[found++] = cpu;
-	if (found < 2 || !opt.pin)
+	ncpus = bench_allowed_cpus(bench_cpus, 2);
+	if (ncpus < 2 || !opt.pin)
 		bench_cpus[0] = bench_cpus[1] = -1;
+	if (ncpus < 0)
+		ncpus = (int) sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 /*

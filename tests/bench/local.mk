@@ -21,7 +21,8 @@ fi_scale_bench_LDADD = $(FABRIC_LIBS)
 EXTRA_DIST += tests/bench/run_coll_compare.sh
 # AV set operations for large groups; it also times util/av_set alone, hence libutil.
 noinst_PROGRAMS += fi_av_set_bench
-fi_av_set_bench_SOURCES = tests/bench/fi_av_set_bench.c
+fi_av_set_bench_SOURCES = tests/bench/fi_av_set_bench.c tests/bench/bench_util.c \
+	tests/bench/bench_util.h
 fi_av_set_bench_LDADD = util/libutil.la $(FABRIC_LIBS)
 # The tag-matching engine (util/tagm) alone, without a network.
 noinst_PROGRAMS += tagm_bench

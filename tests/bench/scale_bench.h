@@ -30,8 +30,6 @@
 #define SCALE_NAME "fi_scale_bench"
 #define SCALE_DEFAULT_PROVS "tcp;ofi_layer,tcp;ofi_rxm"
 #define SCALE_DEFAULT_COUNTS "1,64,256,1024"
-#define SCALE_NODE "127.0.0.1"
-#define SCALE_API FI_VERSION(1, 17)
 
 #define SCALE_MAX_PROVS 8
 #define SCALE_MAX_COUNTS 16

@@ -43,12 +43,6 @@ void report(const struct proc_fab *f, enum scale_rec_type type)
 
 /* ---------------------------------------------------------------- fabric and domain */
 
-static bool is_ip_format(uint32_t addr_format)
-{
-	return addr_format == FI_SOCKADDR || addr_format == FI_SOCKADDR_IN ||
-	       addr_format == FI_SOCKADDR_IN6;
-}
-
 /*
  * The first info fi_getinfo offers for the name. A name with ';' is a stack, taken as
  * libfabric gives it; a name without is a core provider used directly, so an answer from a
@@ -61,26 +55,10 @@ static int getinfo_one(const char *prov, bool manual, bool on_loopback, struct f
 	struct fi_info *hints, *list = NULL, *cur;
 	int ret;
 
-	hints = fi_allocinfo();
+	hints = bench_hints(prov, FI_MSG | FI_TAGGED, FI_EP_RDM, MR_MODE_ACCEPTED, manual);
 	if (!hints)
 		return -FI_ENOMEM;
-	hints->caps = FI_MSG | FI_TAGGED;
-	hints->mode = FI_CONTEXT;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = MR_MODE_ACCEPTED;
-	/* one thread per process: the provider may take its lock-free path */
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->domain_attr->av_type = FI_AV_TABLE;
-	if (manual)
-		hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	hints->fabric_attr->prov_name = strdup(prov);
-	if (!hints->fabric_attr->prov_name) {
-		fi_freeinfo(hints);
-		return -FI_ENOMEM;
-	}
-	/* FI_SOURCE with no service: 127.0.0.1 on an ephemeral port, fi_getname tells it */
-	ret = fi_getinfo(SCALE_API, on_loopback ? SCALE_NODE : NULL, NULL,
-			 on_loopback ? FI_SOURCE : 0, hints, &list);
+	ret = bench_getinfo(hints, on_loopback, &list);
 	fi_freeinfo(hints);
 	if (ret)
 		return ret;
@@ -127,7 +105,7 @@ static int choose_info(struct proc_fab *f)
 	 * 127.0.0.1 names an address only for IP formats; others (shm's FI_ADDR_STR) would give
 	 * every process the same name: asked without a node, each picks its own.
 	 */
-	if (!is_ip_format(f->info->addr_format)) {
+	if (!bench_is_ip_format(f->info->addr_format)) {
 		bool manual = f->info->domain_attr->data_progress == FI_PROGRESS_MANUAL;
 
 		fi_freeinfo(f->info);
@@ -144,19 +122,15 @@ static int choose_info(struct proc_fab *f)
 /* Fabric, domain, and the process's buffer region (registered when the provider asks). */
 int proc_fab_open(struct proc_fab *f, size_t region_size)
 {
+	const char *failed;
 	int ret;
 
 	ret = choose_info(f);
 	if (ret)
 		return ret;
-	ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL);
+	ret = bench_open_domain(f->info, &f->fabric, &f->domain, &failed);
 	if (ret) {
-		fab_err(f, "fi_fabric", ret);
-		return ret;
-	}
-	ret = fi_domain(f->fabric, f->info, &f->domain, NULL);
-	if (ret) {
-		fab_err(f, "fi_domain", ret);
+		fab_err(f, failed, ret);
 		return ret;
 	}
 	f->region_size = region_size;
@@ -182,12 +156,7 @@ void proc_fab_close(struct proc_fab *f)
 {
 	if (f->mr)
 		fi_close(&f->mr->fid);
-	if (f->domain)
-		fi_close(&f->domain->fid);
-	if (f->fabric)
-		fi_close(&f->fabric->fid);
-	if (f->info)
-		fi_freeinfo(f->info);
+	bench_close_domain(f->domain, f->fabric, f->info);
 	free(f->region);
 }
 

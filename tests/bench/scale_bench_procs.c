@@ -114,17 +114,6 @@ struct kid *spawn(enum kid_kind kind, size_t nep, int index)
 	return k;
 }
 
-static void describe_status(int status, char *buf, size_t len)
-{
-	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-		snprintf(buf, len, "timed out after %u s", opt.timeout);
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
-	else
-		snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
-}
-
 static bool is_target(const struct kid *k, enum target t)
 {
 	switch (t) {
@@ -191,7 +180,7 @@ static int take_record(struct kid *k, enum target t, int want, double deadline, 
 		/* its pipe closes only when it ends */
 		close_fd(&k->rep_fd);
 		reap(k, deadline);
-		describe_status(k->status, how, sizeof(how));
+		bench_describe_status(k->status, opt.timeout, how, sizeof(how));
 		snprintf(why, len, "%s ended (%s)", k->role, how);
 		return AWAIT_FAIL;
 	}
@@ -276,7 +265,7 @@ int await_exit(enum target t, double deadline, char *why, size_t len)
 		close_fd(&k->cmd_fd);
 		close_fd(&k->rep_fd);
 		if (ret == AWAIT_OK && (!WIFEXITED(k->status) || WEXITSTATUS(k->status))) {
-			describe_status(k->status, how, sizeof(how));
+			bench_describe_status(k->status, opt.timeout, how, sizeof(how));
 			snprintf(why, len, "%s ended badly (%s)", k->role, how);
 			ret = AWAIT_FAIL;
 		}

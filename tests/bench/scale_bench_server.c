@@ -188,9 +188,20 @@ static void server_close(struct server *s)
 }
 
 /*
+ * What server_post makes of a post that failed: a full queue (-FI_EAGAIN) is 0, the rest left
+ * for the next turn of the loop, after a CQ read; any other error is said and returned.
+ */
+static int post_error(const struct server *s, ssize_t ret, const char *call)
+{
+	if (ret == -FI_EAGAIN)
+		return 0;
+	fab_err(&s->f, call, (int) ret);
+	return (int) ret;
+}
+
+/*
  * Everything owed, in the order that keeps the ping-pong quick: the ping receive before the
- * pong (the next ping then finds it posted), hello receives, acks. A full queue (-FI_EAGAIN)
- * leaves the rest for the next turn of the loop, after a CQ read.
+ * pong (the next ping then finds it posted), hello receives, acks.
  */
 static int server_post(struct server *s)
 {
@@ -201,12 +212,8 @@ static int server_post(struct server *s)
 	if (!s->ping_posted) {
 		ret = fi_trecv(ep, s->ping_buf, sizeof(*s->ping_buf), desc, FI_ADDR_UNSPEC,
 			       SCALE_TAG_PING, 0, &s->ping_op.ctx);
-		if (ret == -FI_EAGAIN)
-			return 0;
-		if (ret) {
-			fab_err(&s->f, "fi_trecv(ping)", (int) ret);
-			return (int) ret;
-		}
+		if (ret)
+			return post_error(s, ret, "fi_trecv(ping)");
 		s->ping_posted = true;
 	}
 	for (int i = 0; s->pongs_owed && i < PONG_OPS; i++) {
@@ -216,12 +223,8 @@ static int server_post(struct server *s)
 			continue;
 		ret = fi_tsend(ep, s->tx_word, sizeof(*s->tx_word), desc, s->awake, SCALE_TAG_PONG,
 			       &op->ctx);
-		if (ret == -FI_EAGAIN)
-			return 0;
-		if (ret) {
-			fab_err(&s->f, "fi_tsend(pong)", (int) ret);
-			return (int) ret;
-		}
+		if (ret)
+			return post_error(s, ret, "fi_tsend(pong)");
 		op->busy = true;
 		s->pongs_owed--;
 	}
@@ -230,12 +233,8 @@ static int server_post(struct server *s)
 
 		ret = fi_trecv(ep, &s->hello_buf[slot], sizeof(struct hello), desc, FI_ADDR_UNSPEC,
 			       SCALE_TAG_HELLO, 0, &s->hello_ops[slot].ctx);
-		if (ret == -FI_EAGAIN)
-			return 0;
-		if (ret) {
-			fab_err(&s->f, "fi_trecv(hello)", (int) ret);
-			return (int) ret;
-		}
+		if (ret)
+			return post_error(s, ret, "fi_trecv(hello)");
 		s->nfree--;
 		s->posted_total++;
 	}
@@ -244,12 +243,8 @@ static int server_post(struct server *s)
 
 		ret = fi_tsend(ep, s->tx_word, sizeof(*s->tx_word), desc, s->peers[i],
 			       SCALE_TAG_ACK, &s->ack_ops[i].ctx);
-		if (ret == -FI_EAGAIN)
-			return 0;
-		if (ret) {
-			fab_err(&s->f, "fi_tsend(ack)", (int) ret);
-			return (int) ret;
-		}
+		if (ret)
+			return post_error(s, ret, "fi_tsend(ack)");
 		s->acks_posted++;
 	}
 	return 0;
