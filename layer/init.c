@@ -28,7 +28,7 @@ struct layer_settings layer_settings = {
 	.coll_paired = 2,
 	.coll_segment_size = 256 << 10,
 	.ring_slots = 64,
-	.ring_active = 64,
+	.ring_active = SIZE_MAX,
 	.ring_earn = 16,
 	.ring_idle_ms = 1000,
 	.cq_group = SIZE_MAX,
@@ -61,9 +61,10 @@ static const struct layer_param {
 	  "header; larger messages use rendezvous, the receiver pulling the data with the "
 	  "core's RMA read (default: 16384)" },
 	{ "rx_buf_cnt", &layer_settings.rx_buf_cnt, 4, 65536,
-	  "A quarter of the receive buffers an endpoint keeps posted for all its peers, each "
-	  "eager_size plus the header (with direct receive, 256 bytes plus the header) "
-	  "(default: 64)" },
+	  "A quarter of the receive buffers an endpoint keeps posted at most for all its "
+	  "peers (over a MSG core a quarter of this many at first, doubled each time they run "
+	  "out), each eager_size plus the header (with direct receive, 256 bytes plus the "
+	  "header) (default: 64)" },
 	{ "tx_size", &layer_settings.tx_size, 16, 1 << 20,
 	  "Default transmit queue depth reported in tx_attr->size (default: 1024)" },
 	{ "rx_size", &layer_settings.rx_size, 16, 1 << 20,
@@ -116,7 +117,8 @@ static const struct layer_param {
 	  "either end of the core; 0: every message goes as a message (default: 64)" },
 	{ "ring_active", &layer_settings.ring_active, 0, 65536,
 	  "Over a connected core that writes (tcp), the connections of an endpoint that may "
-	  "have rings at once; 0: none (default: 64)" },
+	  "have rings at once; 0: none (default: 64 over tcp of libfabric 1.17, whose CQs "
+	  "signal every completion, 0 from 1.18 on, where rings cost more than they save)" },
 	{ "ring_earn", &layer_settings.ring_earn, 1, (size_t) 1 << 31,
 	  "Messages received on a connection within ring_idle milliseconds that earn it a "
 	  "ring (default: 16)" },

@@ -90,7 +90,8 @@ struct layer_settings {
 	size_t coll_paired;   /* barrier, small allreduce over pairs: 0, 1, 2 (per group) */
 	size_t coll_segment_size; /* large broadcasts: the segments pipelined down the tree */
 	size_t ring_slots;    /* MSG core: slots a busy connection lends its peer (core/ring.h) */
-	size_t ring_active;   /* MSG core: connections with rings at most */
+	size_t ring_active;   /* MSG core: connections with rings at most; SIZE_MAX: the
+			       * runtime's default */
 	size_t ring_earn;     /* MSG core: messages within ring_idle_ms that earn a ring */
 	size_t ring_idle_ms;  /* MSG core: unused this long, a ring is given back */
 	size_t cq_group;      /* MSG core: connections per core CQ (core/core_msg_cq.c); 0: one

@@ -13,6 +13,10 @@
 /* Core CQ depth: enough for every posted buffer and send of a few connections. */
 #define LAYER_CORE_CQ_SIZE 8192
 
+/* Receive buffers added to the pool at a time: an endpoint posts few until traffic asks for
+ * more (core_msg_rx.c), and a chunk's buffers are touched as it is carved. */
+#define LAYER_CORE_BUF_CHUNK 16
+
 /*
  * The core CQ gets a wait fd only once a CQ or counter that can block is bound: with
  * FI_WAIT_FD, tcp keeps an epoll set of every socket, and each message then costs an epoll
@@ -34,8 +38,41 @@ int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj, size_
 	return fi_cq_open(core->domain->core_domain, &cq_attr, cq, core);
 }
 
+/*
+ * The core EQ gets a wait fd only when a caller may sleep, as the CQ does: from libfabric
+ * 1.18 on, tcp puts its domain's epoll set in the wait set of every EQ that has one, and the
+ * kernel refuses a set nested in more than 500 others (EINVAL): one process's 500th endpoint
+ * could not connect. Nothing is bound to the EQ before fi_enable, so it is replaced whole.
+ */
+static int layer_core_eq_wait(struct layer_core *core)
+{
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
+	struct fid_eq *eq;
+	int ret;
+
+	if (core->eq_fd >= 0)
+		return 0;
+	ret = fi_eq_open(core->domain->fabric->core_fabric, &eq_attr, &eq, core);
+	if (ret)
+		return ret;
+	ret = fi_control(&eq->fid, FI_GETWAIT, &core->eq_fd);
+	if (ret) {
+		core->eq_fd = -1;
+		fi_close(&eq->fid);
+		return ret;
+	}
+	fi_close(&core->eq->fid);
+	core->eq = eq;
+	return 0;
+}
+
 int layer_core_cq_wait(struct layer_core *core)
 {
+	int ret;
+
+	ret = layer_core_eq_wait(core);
+	if (ret)
+		return ret;
 	return core->ops->cq_wait ? core->ops->cq_wait(core) : layer_core_cq_wait_fd(core);
 }
 
@@ -90,7 +127,7 @@ static int layer_core_set_info(struct layer_core *core, const struct fi_info *in
 int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 		    const struct layer_core_upcalls *up, void *up_arg, struct layer_core **core_out)
 {
-	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_NONE };
 	struct layer_core *core;
 	int ret;
 
@@ -121,24 +158,20 @@ int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 	if (ret)
 		goto err_free_info;
 	ret = util_bufpool_init(&core->buf_pool, sizeof(struct layer_buf) + core->buf_size, 64,
-				layer_settings.rx_buf_cnt, 0);
+				LAYER_CORE_BUF_CHUNK, 0);
 	if (ret)
 		goto err_free_info;
 	/* Without a wait fd until an object that blocks is bound (layer_core_cq_wait). */
 	ret = layer_core_open_cq(core, FI_WAIT_NONE, LAYER_CORE_CQ_SIZE, &core->cq);
 	if (ret)
 		goto err_fini_pool;
+	/* Likewise for the EQ (layer_core_eq_wait). */
 	ret = fi_eq_open(domain->fabric->core_fabric, &eq_attr, &core->eq, core);
 	if (ret)
 		goto err_close_cq;
-	ret = fi_control(&core->eq->fid, FI_GETWAIT, &core->eq_fd);
-	if (ret)
-		goto err_close_eq;
 	*core_out = core;
 	return 0;
 
-err_close_eq:
-	fi_close(&core->eq->fid);
 err_close_cq:
 	fi_close(&core->cq->fid);
 err_fini_pool:

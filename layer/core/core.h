@@ -245,7 +245,7 @@ struct layer_core {
 	struct fid_cq *cq;             /* every core endpoint of this endpoint reports here */
 	int cq_fd;                     /* its wait fd, or -1 (none until one is asked for) */
 	struct fid_eq *eq;             /* MSG: connection events; RDM: unused */
-	int eq_fd;
+	int eq_fd;                     /* its wait fd, or -1 (as cq_fd) */
 	uint8_t addr[LAYER_ADDR_MAX];  /* the endpoint's address, normalised: MSG the
 					* listener's, RDM the core endpoint's */
 	size_t addrlen;
@@ -280,8 +280,9 @@ int layer_core_open(struct layer_domain *domain, const struct fi_info *info,
 /* After ops->close and every chan_free: frees the rest. */
 void layer_core_free(struct layer_core *core);
 /*
- * A CQ or counter that can block was bound: the core CQ gets a wait fd (before enable; its
- * fd then is core->cq_fd). A core without wait objects (shm) keeps none: 0 all the same.
+ * A CQ or counter that can block was bound: the core EQ and CQ get wait fds (before enable;
+ * their fds then are core->eq_fd and core->cq_fd). A core without wait objects (shm) keeps
+ * none for its CQ: 0 all the same.
  */
 int layer_core_cq_wait(struct layer_core *core);
 /* The same for the one core CQ (core->cq): what layer_core_cq_wait does by default. */

@@ -33,7 +33,8 @@ _Static_assert(sizeof(((struct layer_hello *) 0)->addr) >= sizeof(struct sockadd
  * doubles after each read that finds nothing, up to LAYER_EQ_PERIOD_MAX: an endpoint that
  * spins reads its EQ every few microseconds while connections are being made and a few
  * hundred times less often once they are, and one that makes progress seldom reads it on
- * each call. Blocking waits see the EQ's fd.
+ * each call. While a request of this endpoint's is out, the EQ is read on every call: its
+ * answer is what the sends queued on it wait for. Blocking waits see the EQ's fd.
  */
 #define LAYER_EQ_PERIOD_MIN 16
 #define LAYER_EQ_PERIOD_MAX 256
@@ -152,11 +153,25 @@ static void layer_msg_chan_drop(struct layer_chan *chan)
 		layer_msg_chan_free(chan, 0);
 }
 
+/* Whether the peer's answer to the channel's request is still to come. */
+static void layer_msg_chan_connecting(struct layer_msg_chan *mchan, bool is_connecting)
+{
+	struct layer_msg_core *mcore = layer_msg_core_of(mchan->chan.core);
+
+	if (mchan->is_connecting == is_connecting)
+		return;
+	mchan->is_connecting = is_connecting;
+	if (is_connecting)
+		mcore->connecting_cnt++;
+	else
+		mcore->connecting_cnt--;
+}
+
 /* The peer answered a channel's request, or its connection ended: false when the channel was
  * dropped meanwhile (it goes now, and the event with it). */
 static bool layer_msg_chan_answered(struct layer_chan *chan)
 {
-	layer_msg_chan_of(chan)->is_connecting = false;
+	layer_msg_chan_connecting(layer_msg_chan_of(chan), false);
 	if (chan->conn)
 		return true;
 	layer_msg_chan_drop(chan);
@@ -309,7 +324,7 @@ static int layer_msg_connect(struct layer_core *core, const void *addr,
 		goto err_free_chan;
 	}
 	FI_DBG(&layer_prov, FI_LOG_EP_CTRL, "connecting channel %p\n", (void *) &mchan->chan);
-	mchan->is_connecting = true;
+	layer_msg_chan_connecting(mchan, true);
 	*chan = &mchan->chan;
 	*is_up = false;
 	return 0;
@@ -514,7 +529,8 @@ static void layer_msg_progress(struct layer_core *core)
 	struct layer_msg_core *mcore = layer_msg_core_of(core);
 	uint64_t now = util_coarse_ns();
 
-	if (++mcore->eq_calls >= mcore->eq_period || now != mcore->eq_read_ns) {
+	if (++mcore->eq_calls >= mcore->eq_period || now != mcore->eq_read_ns ||
+	    mcore->connecting_cnt) {
 		mcore->eq_calls = 0;
 		mcore->eq_read_ns = now;
 		if (layer_msg_progress_events(core))

@@ -49,7 +49,8 @@ struct layer_msg_core {
 	struct util_dlist srx_bufs;    /* struct layer_buf posted to it, not yet taken by a
 					* message the core named a channel for */
 	size_t srx_cnt;                /* their number */
-	size_t buf_target;             /* buffers kept posted */
+	size_t buf_target;             /* buffers kept posted: more once they run out */
+	size_t buf_max;                /* ... up to this many */
 	bool has_rx_id;                /* peers name the channel of each message by its id in
 					* remote CQ data (no direct receive) */
 	struct layer_msg_ids ids;      /* has_rx_id: the channels by id */
@@ -68,6 +69,8 @@ struct layer_msg_core {
 					* the core CQ gave them back */
 	struct layer_rings rings;      /* the channels' rings (ring.h) */
 	bool is_closed;                /* the endpoint closes: nothing completes any more */
+	uint32_t connecting_cnt;       /* channels whose request is out: the EQ is read on
+					* every progress call meanwhile */
 	unsigned eq_calls;             /* progress calls since the last EQ read */
 	unsigned eq_period;            /* calls between reads at most */
 	uint64_t eq_read_ns;           /* coarse clock at the last read */

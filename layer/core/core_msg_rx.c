@@ -11,22 +11,32 @@
 
 #include "layer/core/core_msg.h"
 
-/* Buffers kept posted to the shared context, per FI_OFI_LAYER_RX_BUF_CNT: as many as four
- * connections used to keep posted each (the RDM adapter keeps as many for all its peers). */
+/*
+ * Buffers kept posted to the shared context: a quarter of FI_OFI_LAYER_RX_BUF_CNT at first,
+ * twice as many each time they run out, up to four times it (as many as four connections used
+ * to keep posted each; the RDM adapter keeps as many for all its peers). A posted receive
+ * costs the core too (libfabric 2.x's tcp: a transfer entry of 16 KiB each), and an endpoint
+ * that hears from few peers, or little, needs few.
+ */
 #define LAYER_MSG_BUF_FACTOR 4
+#define LAYER_MSG_BUF_FIRST 8
 
 /*
  * The core took a buffer of the shared context. tcp stops reading a connection whose next
- * message finds none: once buffers are posted again, every group is read (core_msg_cq.c).
- * With direct receive the count is the core's own; without, buffers are counted out only
- * when they complete, and the core may have taken those still counted for messages on their
- * way in: below half of them, the context counts as dry.
+ * message finds none: once buffers are posted again, every group is read (core_msg_cq.c),
+ * and more are kept posted from then on. With direct receive the count is the core's own;
+ * without, buffers are counted out only when they complete, and the core may have taken
+ * those still counted for messages on their way in: below half of them, the context counts
+ * as dry.
  */
 static inline void layer_msg_srx_taken(struct layer_msg_core *mcore)
 {
 	mcore->srx_cnt--;
-	if (mcore->srx_cnt <= (mcore->has_rx_id ? mcore->buf_target / 2 : 0))
-		mcore->is_dry = true;
+	if (mcore->srx_cnt > (mcore->has_rx_id ? mcore->buf_target / 2 : 0))
+		return;
+	if (!mcore->is_dry)
+		mcore->buf_target = UTIL_MIN(mcore->buf_target * 2, mcore->buf_max);
+	mcore->is_dry = true;
 }
 
 /* ---- direct receive ---- */
@@ -249,10 +259,12 @@ int layer_msg_rx_open(struct layer_msg_core *mcore)
 	struct fi_rx_attr attr = *core->info->rx_attr;
 	int ret;
 
-	mcore->buf_target = layer_settings.rx_buf_cnt * LAYER_MSG_BUF_FACTOR;
+	mcore->buf_max = layer_settings.rx_buf_cnt * LAYER_MSG_BUF_FACTOR;
+	mcore->buf_target = UTIL_MIN(UTIL_MAX(layer_settings.rx_buf_cnt / 4,
+					      (size_t) LAYER_MSG_BUF_FIRST), mcore->buf_max);
 	/* With direct receive the core names the endpoint of each message; else peers do. */
 	mcore->has_rx_id = !core->domain->has_direct_recv;
-	attr.size = UTIL_MAX(attr.size, mcore->buf_target);
+	attr.size = UTIL_MAX(attr.size, mcore->buf_max);
 	ret = fi_srx_context(core->domain->core_domain, &attr, &mcore->srx, core);
 	if (ret) {
 		FI_WARN(&layer_prov, FI_LOG_EP_CTRL, "the core has no shared receive context: "

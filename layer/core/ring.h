@@ -82,6 +82,7 @@ struct layer_ring_trailer {
 #define LAYER_RING_SLOT 128u     /* one inject write (tcp 1.17 takes 128 bytes) */
 #define LAYER_RING_MSG_MAX (LAYER_RING_SLOT - sizeof(struct layer_ring_trailer))
 #define LAYER_RING_SLOTS_MAX 4096u
+#define LAYER_RING_ACTIVE_DEFAULT 64u   /* FI_OFI_LAYER_RING_ACTIVE over tcp 1.17 */
 
 struct layer_ring_ctl {
 	uint32_t taken;                /* slots of the region's owner the peer has taken */

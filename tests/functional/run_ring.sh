@@ -1,6 +1,7 @@
 #!/bin/sh
-# The data path's tests over tcp;ofi_layer with rings that every connection earns with its
-# first message (FI_OFI_LAYER_RING_EARN=1), of one slot (FI_OFI_LAYER_RING_SLOTS=1: nearly
+# The data path's tests over tcp;ofi_layer with rings (FI_OFI_LAYER_RING_ACTIVE=64: on by
+# default over libfabric 1.17 only) that every connection earns with its first message
+# (FI_OFI_LAYER_RING_EARN=1), of one slot (FI_OFI_LAYER_RING_SLOTS=1: nearly
 # every other message waits for the peer to say it took the last slot and goes as a message,
 # so slots and messages interleave on every connection); with rings given back after a
 # millisecond unused and earned again at once (FI_OFI_LAYER_RING_IDLE=1: rings come and go
@@ -11,7 +12,8 @@ set -u
 . "$(dirname "$0")/run_suite.sh"
 LAYER_TEST_PROV="tcp;ofi_layer"
 FI_OFI_LAYER_RING_EARN=1
-export LAYER_TEST_PROV FI_OFI_LAYER_RING_EARN
+FI_OFI_LAYER_RING_ACTIVE=64
+export LAYER_TEST_PROV FI_OFI_LAYER_RING_EARN FI_OFI_LAYER_RING_ACTIVE
 
 (
 	FI_OFI_LAYER_RING_SLOTS=1

@@ -145,12 +145,15 @@ int main(void)
 	is_counted = !getenv("FI_OFI_LAYER_RING_IDLE") && !getenv("FI_OFI_LAYER_RING_EARN");
 	setenv("FI_OFI_LAYER_RING_IDLE", IDLE_MS, 0);
 	setenv("FI_OFI_LAYER_RING_EARN", EARN, 0);
+	/* rings on whatever libfabric (from 1.18 on they are off by default) */
+	setenv("FI_OFI_LAYER_RING_ACTIVE", "64", 0);
 	lt_begin("test_ring_life");
 	hints = lt_hints(FI_MSG);
 	dom.info = lt_getinfo_or_skip(hints);
 	fi_freeinfo(hints);
 	has_rings = lt_is_layer() && lt_core_is_msg() && !strcasecmp(lt_core_name(), "tcp") &&
-		    !(slots && !strcmp(slots, "0"));
+		    !(slots && !strcmp(slots, "0")) &&
+		    strcmp(getenv("FI_OFI_LAYER_RING_ACTIVE"), "0");
 	if (!LT_CHECK_RET(lt_dom_open(dom.info, &dom), 0, "domain") ||
 	    !LT_CHECK_RET(lt_pair_open(&dom, NULL, NULL, &a, &b, &sa.peer, &sb.peer), 0,
 			  "two endpoints"))
