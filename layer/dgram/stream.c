@@ -129,7 +129,9 @@ static void layer_dg_msg_done(struct layer_dgram *dg, struct layer_dg_peer *peer
 	struct layer_dg_rx_msg cur = peer->cur;
 	struct layer_dg_rreq rreq;
 
+	/* the buffer goes up: a reset of the peer later must not give it back again */
 	peer->cur.kind = 0;
+	peer->cur.buf = NULL;
 	switch (cur.kind) {
 	case LAYER_DG_MSG:
 		if (cur.buf)
