@@ -1,4 +1,4 @@
-/* Unit tests of util/bufpool.c: growth, limit, reuse, alignment. */
+/* Unit tests of util/bufpool.c: growth, limit, reuse, alignment, chunks given back. */
 #include "config.h"
 
 #include <stdarg.h>
@@ -43,7 +43,7 @@ static int teardown(void **state)
 
 	assert_int_equal(f->pool.used_cnt, 0);
 	util_bufpool_fini(&f->pool);
-	assert_null(f->pool.chunks);
+	assert_int_equal(f->pool.total_cnt, 0);
 	test_free(f);
 	return 0;
 }
@@ -56,6 +56,94 @@ static void test_init_rejects_bad_arguments(void **state)
 	assert_int_equal(util_bufpool_init(&pool, 8, 0, 0, 0), -FI_EINVAL);
 	assert_int_equal(util_bufpool_init(&pool, 8, 24, 1, 0), -FI_EINVAL);
 	assert_int_equal(util_bufpool_init(&pool, SIZE_MAX, 0, 1, 0), -FI_EINVAL);
+	assert_int_equal(util_bufpool_init(&pool, 8, 8192, 1, 0), -FI_EINVAL);
+}
+
+/* A burst grows the pool; once its buffers are back, every emptied chunk but one goes. */
+static void test_burst_shrinks_back(void **state)
+{
+	struct util_bufpool pool;
+	void *bufs[64];
+	int i;
+
+	(void) state;
+	assert_int_equal(util_bufpool_init(&pool, 100, 0, 8, 0), 0);
+	for (i = 0; i < 64; i++) {
+		bufs[i] = util_bufpool_get(&pool);
+		assert_non_null(bufs[i]);
+		memset(bufs[i], i, 100);
+	}
+	assert_int_equal(pool.total_cnt, 64);
+	/* every other buffer back: no chunk is empty, none goes */
+	for (i = 0; i < 64; i += 2)
+		util_bufpool_put(&pool, bufs[i]);
+	assert_int_equal(pool.total_cnt, 64);
+	/* the rest, which still hold what was written */
+	for (i = 1; i < 64; i += 2) {
+		assert_int_equal(((unsigned char *) bufs[i])[99], i);
+		util_bufpool_put(&pool, bufs[i]);
+	}
+	/* one chunk kept for the next gets */
+	assert_int_equal(pool.total_cnt, 8);
+	assert_int_equal(pool.used_cnt, 0);
+	/* which come from it: no growth */
+	for (i = 0; i < 8; i++)
+		assert_non_null(bufs[i] = util_bufpool_get(&pool));
+	assert_int_equal(pool.total_cnt, 8);
+	for (i = 0; i < 8; i++)
+		util_bufpool_put(&pool, bufs[i]);
+	util_bufpool_fini(&pool);
+	assert_int_equal(pool.total_cnt, 0);
+}
+
+/* A pool that goes back and forth over a chunk's edge keeps its spare chunk mapped. */
+static void test_edge_does_not_thrash(void **state)
+{
+	struct util_bufpool pool;
+	void *bufs[5], *extra;
+	int i, round;
+
+	(void) state;
+	assert_int_equal(util_bufpool_init(&pool, 32, 0, 4, 0), 0);
+	for (i = 0; i < 4; i++)
+		bufs[i] = util_bufpool_get(&pool);
+	for (round = 0; round < 10; round++) {
+		extra = util_bufpool_get(&pool);
+		assert_non_null(extra);
+		assert_int_equal(pool.total_cnt, 8);
+		util_bufpool_put(&pool, extra);
+		assert_int_equal(pool.total_cnt, 8);
+	}
+	for (i = 0; i < 4; i++)
+		util_bufpool_put(&pool, bufs[i]);
+	assert_int_equal(pool.total_cnt, 4);
+	util_bufpool_fini(&pool);
+}
+
+/* Buffers larger than a page, in chunks of many pages, stay aligned and apart. */
+static void test_large_buffers(void **state)
+{
+	struct util_bufpool pool;
+	void *bufs[40];
+	int i;
+
+	(void) state;
+	assert_int_equal(util_bufpool_init(&pool, 16384 + 200, 64, 16, 0), 0);
+	for (i = 0; i < 40; i++) {
+		bufs[i] = util_bufpool_get(&pool);
+		assert_non_null(bufs[i]);
+		assert_int_equal((uintptr_t) bufs[i] % 64, 0);
+		memset(bufs[i], i, 16384 + 200);
+	}
+	for (i = 0; i < 40; i++) {
+		assert_int_equal(((unsigned char *) bufs[i])[0], i);
+		assert_int_equal(((unsigned char *) bufs[i])[16383 + 200], i);
+	}
+	assert_int_equal(pool.total_cnt, 48);
+	for (i = 0; i < 40; i++)
+		util_bufpool_put(&pool, bufs[i]);
+	assert_int_equal(pool.total_cnt, 16);
+	util_bufpool_fini(&pool);
 }
 
 static void test_lazy_then_grows_by_chunk(void **state)
@@ -178,6 +266,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reuse_is_lifo_without_growth, setup, teardown),
 		cmocka_unit_test(test_alignment),
 		cmocka_unit_test(test_unlimited_pool),
+		cmocka_unit_test(test_burst_shrinks_back),
+		cmocka_unit_test(test_edge_does_not_thrash),
+		cmocka_unit_test(test_large_buffers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
