@@ -13,7 +13,9 @@
  * core.h: tcp registers a socket for writing only from its progress, once a send could not
  * finish at once), and a group again while reading it closed one of its channels (what the
  * core flushed for it). With one group there is nothing to ask: it is read on every call.
- * The set is the fd the application's waits sleep on (core->cq_fd).
+ * The set is the fd the application's waits sleep on (core->cq_fd). A group's CQ is opened
+ * with its first connection and closed with its last, so that an endpoint whose peers left
+ * holds what it held before they came.
  *
  * What a socket's readiness does not tell: tcp stops reading a connection when the shared
  * receive context has no buffer for its next message, and holds what it read of it. So when
@@ -106,46 +108,19 @@ static int layer_msg_cqg_watch(struct layer_msg_core *mcore, struct layer_msg_cq
 }
 
 /*
- * Spread groups: the epoll set, and group 0 with a wait fd in it (its CQ replaces the one
- * the endpoint opened, before any core endpoint is bound to it). Once, at enable or when a
- * CQ that can block is bound, whichever comes first.
+ * Spread groups: the epoll set their wait fds go into, which is what a caller sleeps on.
+ * Once, at enable or when a CQ that can block is bound, whichever comes first. The groups
+ * come with the connections and go with them: the endpoint's own CQ (core->cq) is not used.
  */
 static int layer_msg_cqgs_open_spread(struct layer_msg_core *mcore)
 {
-	struct layer_core *core = &mcore->core;
-	struct layer_msg_cqg *cqg;
-	struct fid_cq *cq;
-	int ret;
-
 	if (mcore->epfd >= 0)
 		return 0;
 	mcore->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (mcore->epfd < 0)
 		return -errno;
-	ret = layer_core_open_cq(core, FI_WAIT_FD, LAYER_MSG_CQG_CQ_SIZE, &cq);
-	if (ret)
-		goto err_close_epfd;
-	ret = layer_msg_cqg_add(mcore, cq, &cqg);
-	if (ret) {
-		fi_close(&cq->fid);
-		goto err_close_epfd;
-	}
-	ret = layer_msg_cqg_watch(mcore, cqg);
-	if (ret)
-		goto err_free_cqg;
-	fi_close(&core->cq->fid);
-	core->cq = cq;
-	core->cq_fd = mcore->epfd;
+	mcore->core.cq_fd = mcore->epfd;
 	return 0;
-
-err_free_cqg:
-	fi_close(&cq->fid);
-	free(cqg);
-	mcore->cqg_cnt = 0;
-err_close_epfd:
-	close(mcore->epfd);
-	mcore->epfd = -1;
-	return ret;
 }
 
 int layer_msg_cqgs_enable(struct layer_msg_core *mcore)
@@ -183,8 +158,8 @@ static void layer_msg_cqg_close(struct layer_msg_core *mcore, struct layer_msg_c
 		epoll_ctl(mcore->epfd, EPOLL_CTL_DEL, cqg->fd, NULL);
 	if (cqg->set.is_marked)
 		util_dlist_remove(&cqg->set.link);
-	/* group 0's CQ is core->cq, which the endpoint closes */
-	if (cqg->idx)
+	/* with one CQ for all, it is core->cq, which the endpoint closes */
+	if (cqg->cq != mcore->core.cq)
 		fi_close(&cqg->cq->fid);
 	last = mcore->cqgs[--mcore->cqg_cnt];
 	mcore->cqgs[cqg->idx] = last;
@@ -235,18 +210,11 @@ out:
 
 void layer_msg_cqg_put(struct layer_msg_core *mcore, struct layer_msg_cqg *cqg)
 {
-	size_t i;
-
-	if (--cqg->chan_cnt || !cqg->idx || mcore->is_closed)
+	/* An empty group goes, its CQ with what tcp holds for it (a pool of 448 KiB): it
+	 * holds nothing of its channels, all freed with what they had in the core. */
+	if (--cqg->chan_cnt || !mcore->cqg_size || mcore->is_closed)
 		return;
-	/* An empty group goes when another one is empty too (one is kept for the next
-	 * connections); its CQ holds nothing of its channels, all freed. */
-	for (i = 1; i < mcore->cqg_cnt; i++) {
-		if (mcore->cqgs[i] != cqg && !mcore->cqgs[i]->chan_cnt) {
-			layer_msg_cqg_close(mcore, cqg);
-			return;
-		}
-	}
+	layer_msg_cqg_close(mcore, cqg);
 }
 
 void layer_msg_cqgs_mark_all(struct layer_msg_core *mcore)
