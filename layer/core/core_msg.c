@@ -539,7 +539,8 @@ static void layer_msg_progress(struct layer_core *core)
 			mcore->eq_period <<= 1;
 	}
 	layer_msg_progress_cqs(mcore);
-	layer_rings_progress(&mcore->rings, now / 1000000);
+	if (mcore->rings.slots)
+		layer_rings_progress(&mcore->rings, now / 1000000);
 	if (!util_dlist_empty(&mcore->rings.active))
 		layer_msg_poll_rings(mcore);
 	/* the CQ was read empty: what the dropped channels wait for has come, or comes later */
