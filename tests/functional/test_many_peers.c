@@ -494,6 +494,7 @@ int main(int argc, char **argv)
 	lt_ep_close(&s.ep);
 	lt_dom_close(&dom);
 	free(s.peer);
+	fi_freeinfo(dom.info);
 	fi_freeinfo(hints);
 	return lt_end();
 }

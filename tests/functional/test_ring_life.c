@@ -197,5 +197,6 @@ int main(void)
 	lt_ep_close(&a);
 	lt_ep_close(&b);
 	lt_dom_close(&dom);
+	fi_freeinfo(dom.info);
 	return lt_end();
 }
