@@ -1,7 +1,8 @@
 /*
  * Rings come and go (fi_layer(7), Rings): over a connected core that writes, a connection
  * earns a ring with its traffic (FI_OFI_LAYER_RING_EARN messages, 4 here), gives it back
- * once unused for FI_OFI_LAYER_RING_IDLE milliseconds (50 here), and earns it again. Rounds
+ * once unused for FI_OFI_LAYER_RING_IDLE milliseconds (1000 here: a burst earns and keeps
+ * its ring however slowly it runs, under valgrind too), and earns it again. Rounds
  * of traffic both ways at once, each side sending a burst of messages of every size (one a
  * slot takes, one it does not, eager, rendezvous) while the other does the same, each round
  * followed by a pause in which both give the ring back: every message arrives once, in the
@@ -25,7 +26,7 @@
 
 #define ROUNDS 4
 #define BURST 48
-#define IDLE_MS "50"
+#define IDLE_MS "1000"
 #define EARN "4"
 
 /* 8 and 60 bytes fit a slot (80 of payload), 100 does not; 4000 eager; 70000 rendezvous. */
