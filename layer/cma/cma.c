@@ -29,10 +29,16 @@ static void layer_cma_say(struct layer_proto *proto, struct layer_conn *conn)
 	layer_tx_ctrl_send(proto, conn, tx);
 }
 
-void layer_cma_start(struct layer_proto *proto, struct layer_conn *conn)
+void layer_cma_begin(struct layer_proto *proto, struct layer_conn *conn)
 {
 	if (layer_settings.cma_size && !conn->cma_is_said)
 		layer_cma_say(proto, conn);
+}
+
+void layer_cma_start(struct layer_proto *proto, struct layer_conn *conn)
+{
+	if (!conn->chan->is_two_way)
+		layer_cma_begin(proto, conn);
 }
 
 void layer_cma_arrive(struct layer_proto *proto, struct layer_buf *buf)

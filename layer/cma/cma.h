@@ -53,8 +53,34 @@ static inline bool layer_cma_msg_is_for(const struct layer_conn *conn, size_t le
 	       len >= layer_settings.cma_msg_size && len > LAYER_INJECT_SIZE;
 }
 
-/* conn is open: this side says who it is (FI_OFI_LAYER_CMA_SIZE not 0). */
+/*
+ * conn is open (FI_OFI_LAYER_CMA_SIZE not 0). Over a core whose connections carry both ways
+ * (MSG), nothing is said yet: the first transfer that could go by cross-memory attach says
+ * who this side is (layer_cma_want_*), and goes the core's way itself; so the connections
+ * that never carry large data (most of them, with many peers) cost no exchange. Over other
+ * cores, whose answers may come on another connection, this side says it now.
+ */
 void layer_cma_start(struct layer_proto *proto, struct layer_conn *conn);
+/* This side says who it is on conn, unless it did. */
+void layer_cma_begin(struct layer_proto *proto, struct layer_conn *conn);
+
+/* A message of len bytes to conn's peer is about to go. */
+static inline void layer_cma_want_msg(struct layer_proto *proto, struct layer_conn *conn,
+				      size_t len)
+{
+	if (unlikely(!conn->cma_is_said) && layer_settings.cma_msg_size &&
+	    len >= layer_settings.cma_msg_size && len > LAYER_INJECT_SIZE)
+		layer_cma_begin(proto, conn);
+}
+
+/* An RMA write or read of len bytes with conn's peer is about to go. */
+static inline void layer_cma_want_rma(struct layer_proto *proto, struct layer_conn *conn,
+				      size_t len)
+{
+	if (unlikely(!conn->cma_is_said) && len >= layer_settings.cma_size &&
+	    len > LAYER_INJECT_SIZE)
+		layer_cma_begin(proto, conn);
+}
 /* A CMA or CMA_BACK came in (buf stays the caller's). */
 void layer_cma_arrive(struct layer_proto *proto, struct layer_buf *buf);
 /* iov's non-empty buffers named in segs for the peer to copy (tx->reg_cnt of them, with no

@@ -462,6 +462,7 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	ret = layer_conn_get(proto->conns, dest, &conn);
 	if (unlikely(ret))
 		return ret;
+	layer_cma_want_msg(proto, conn, len);
 	tx = layer_tx_alloc(proto, true);
 	if (unlikely(!tx))
 		return -FI_EAGAIN;
