@@ -49,6 +49,7 @@ struct layer_msg_core {
 	struct util_dlist srx_bufs;    /* struct layer_buf posted to it, not yet taken by a
 					* message the core named a channel for */
 	size_t srx_cnt;                /* their number */
+	uint64_t srx_takes;            /* buffers the core was seen to take, ever */
 	size_t buf_target;             /* buffers kept posted: more once they run out */
 	size_t buf_max;                /* ... up to this many */
 	bool has_rx_id;                /* peers name the channel of each message by its id in
@@ -63,6 +64,7 @@ struct layer_msg_core {
 	uint32_t cqg_size;             /* channels per CQ; 0: one CQ, read every call */
 	int epfd;                      /* the groups' wait fds (core->cq_fd), or -1 */
 	struct util_dlist marked;      /* struct layer_core_set of the groups to read */
+	struct util_dlist again;       /* ... and those to read again on the next call */
 	struct util_dlist chans;       /* every struct layer_msg_chan the layer above holds */
 	struct util_dlist dropped;     /* let go of (chan_drop) or freed with buffers still in
 					* the core's hands: freed at the end of progress, once

@@ -19,7 +19,9 @@
  *
  * What a socket's readiness does not tell: tcp stops reading a connection when the shared
  * receive context has no buffer for its next message, and holds what it read of it. So when
- * the context runs dry, every group is read once buffers are posted again.
+ * the context runs dry, every group is read once buffers are posted again; and a group whose
+ * read took about as many buffers as were posted, which the buffers given back at once kept
+ * from looking dry, is read again on the next call (the held connection is one of its own).
  *
  * Over cores whose progress does not walk their endpoints (tcp from libfabric 1.18 on, with
  * one epoll set per domain) the channels share one CQ (group 0, core->cq), read every call:
@@ -46,6 +48,10 @@
  * (about 15 ns each, measured). */
 #define LAYER_MSG_CQG_DEFAULT 32
 
+/* Buffers tcp may hold, with direct receive, for messages not yet whole that it took
+ * without asking us (those that fit the posted header). */
+#define LAYER_MSG_SRX_SLACK 4
+
 /* Groups whose wait fds one epoll_wait reports at once. */
 #define LAYER_MSG_EVENTS 64
 
@@ -62,6 +68,7 @@ void layer_msg_cqgs_init(struct layer_msg_core *mcore)
 {
 	mcore->epfd = -1;
 	util_dlist_init(&mcore->marked);
+	util_dlist_init(&mcore->again);
 }
 
 static int layer_msg_cqg_add(struct layer_msg_core *mcore, struct fid_cq *cq,
@@ -226,11 +233,29 @@ void layer_msg_cqgs_mark_all(struct layer_msg_core *mcore)
 		layer_core_set_mark(&mcore->cqgs[i]->set);
 }
 
+/*
+ * Whether tcp may have run out of shared buffers while a group was read: it took as many as
+ * were posted when the read began, give or take those it holds for messages not yet whole
+ * (counted only once they complete without direct receive; with it, only a message that
+ * fits the posted header is). A connection of the group may then hold a message it had no
+ * buffer for, which its socket no longer shows: the group is read again on the next call,
+ * with the buffers given back meanwhile (the context running dry marks every group).
+ */
+static bool layer_msg_cqg_ran_low(const struct layer_msg_core *mcore, uint64_t takes,
+				  size_t posted)
+{
+	size_t slack = mcore->has_rx_id ? mcore->buf_target / 2 : LAYER_MSG_SRX_SLACK;
+
+	return takes && takes + slack >= posted;
+}
+
 void layer_msg_progress_cqs(struct layer_msg_core *mcore)
 {
 	struct epoll_event events[LAYER_MSG_EVENTS];
 	struct layer_msg_cqg *cqg;
 	struct util_dlist *item;
+	uint64_t takes;
+	size_t posted;
 	int n, i;
 
 	if (mcore->cqg_cnt > 1) {
@@ -244,8 +269,18 @@ void layer_msg_progress_cqs(struct layer_msg_core *mcore)
 	while ((item = util_dlist_pop_front(&mcore->marked))) {
 		cqg = container_of(item, struct layer_msg_cqg, set.link);
 		cqg->set.is_marked = false;
+		takes = mcore->srx_takes;
+		posted = mcore->srx_cnt;
 		layer_msg_read_cq(mcore, cqg->cq);
+		if (mcore->cqg_cnt > 1 &&
+		    layer_msg_cqg_ran_low(mcore, mcore->srx_takes - takes, posted) &&
+		    !cqg->set.is_marked) {
+			cqg->set.is_marked = true;
+			util_dlist_insert_tail(&cqg->set.link, &mcore->again);
+		}
 	}
+	while ((item = util_dlist_pop_front(&mcore->again)))
+		util_dlist_insert_tail(item, &mcore->marked);
 }
 
 /*

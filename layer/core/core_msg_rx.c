@@ -32,6 +32,7 @@
 static inline void layer_msg_srx_taken(struct layer_msg_core *mcore)
 {
 	mcore->srx_cnt--;
+	mcore->srx_takes++;
 	if (mcore->srx_cnt > (mcore->has_rx_id ? mcore->buf_target / 2 : 0))
 		return;
 	if (!mcore->is_dry)

@@ -148,6 +148,9 @@ EXTRA_DIST += tests/functional/lsan_net.supp tests/functional/run_suite.sh
 # The same over tcp with bounce buffers instead of direct receive (fi_layer(7)).
 dist_check_SCRIPTS += tests/functional/run_bounce.sh
 TESTS += tests/functional/run_bounce.sh
+# Incast with the fewest shared receive buffers (core/core_msg_cq.c).
+dist_check_SCRIPTS += tests/functional/run_few_buffers.sh
+TESTS += tests/functional/run_few_buffers.sh
 
 # The data path with rings of one slot, and without rings (core/ring.h).
 dist_check_SCRIPTS += tests/functional/run_ring.sh
