@@ -56,7 +56,7 @@ static inline bool layer_cma_msg_is_for(const struct layer_conn *conn, size_t le
 /*
  * conn is open (FI_OFI_LAYER_CMA_SIZE not 0). Over a core whose connections carry both ways
  * (MSG), nothing is said yet: the first transfer that could go by cross-memory attach says
- * who this side is (layer_cma_want_*), and goes the core's way itself; so the connections
+ * who this side is (layer_cma_want), and goes the core's way itself; so the connections
  * that never carry large data (most of them, with many peers) cost no exchange. Over other
  * cores, whose answers may come on another connection, this side says it now.
  */
@@ -64,20 +64,15 @@ void layer_cma_start(struct layer_proto *proto, struct layer_conn *conn);
 /* This side says who it is on conn, unless it did. */
 void layer_cma_begin(struct layer_proto *proto, struct layer_conn *conn);
 
-/* A message of len bytes to conn's peer is about to go. */
-static inline void layer_cma_want_msg(struct layer_proto *proto, struct layer_conn *conn,
-				      size_t len)
+/*
+ * A transfer of len bytes with conn's peer is about to go, which goes by cross-memory attach
+ * from min_size bytes on (FI_OFI_LAYER_CMA_MSG_SIZE for messages, 0: never;
+ * FI_OFI_LAYER_CMA_SIZE for RMA).
+ */
+static inline void layer_cma_want(struct layer_proto *proto, struct layer_conn *conn,
+				  size_t len, size_t min_size)
 {
-	if (unlikely(!conn->cma_is_said) && layer_settings.cma_msg_size &&
-	    len >= layer_settings.cma_msg_size && len > LAYER_INJECT_SIZE)
-		layer_cma_begin(proto, conn);
-}
-
-/* An RMA write or read of len bytes with conn's peer is about to go. */
-static inline void layer_cma_want_rma(struct layer_proto *proto, struct layer_conn *conn,
-				      size_t len)
-{
-	if (unlikely(!conn->cma_is_said) && len >= layer_settings.cma_size &&
+	if (unlikely(!conn->cma_is_said) && min_size && len >= min_size &&
 	    len > LAYER_INJECT_SIZE)
 		layer_cma_begin(proto, conn);
 }

@@ -38,6 +38,20 @@ int layer_core_open_cq(struct layer_core *core, enum fi_wait_obj wait_obj, size_
 	return fi_cq_open(core->domain->core_domain, &cq_attr, cq, core);
 }
 
+/* fresh, opened with a wait fd, replaces old (closed): its fd in *fd; else fresh is closed. */
+static int layer_core_swap_waitable(struct fid *fresh, struct fid *old, int *fd)
+{
+	int ret = fi_control(fresh, FI_GETWAIT, fd);
+
+	if (ret) {
+		*fd = -1;
+		fi_close(fresh);
+		return ret;
+	}
+	fi_close(old);
+	return 0;
+}
+
 /*
  * The core EQ gets a wait fd only when a caller may sleep, as the CQ does: from libfabric
  * 1.18 on, tcp puts its domain's epoll set in the wait set of every EQ that has one, and the
@@ -55,15 +69,10 @@ static int layer_core_eq_wait(struct layer_core *core)
 	ret = fi_eq_open(core->domain->fabric->core_fabric, &eq_attr, &eq, core);
 	if (ret)
 		return ret;
-	ret = fi_control(&eq->fid, FI_GETWAIT, &core->eq_fd);
-	if (ret) {
-		core->eq_fd = -1;
-		fi_close(&eq->fid);
-		return ret;
-	}
-	fi_close(&core->eq->fid);
-	core->eq = eq;
-	return 0;
+	ret = layer_core_swap_waitable(&eq->fid, &core->eq->fid, &core->eq_fd);
+	if (!ret)
+		core->eq = eq;
+	return ret;
 }
 
 int layer_core_cq_wait(struct layer_core *core)
@@ -87,15 +96,10 @@ int layer_core_cq_wait_fd(struct layer_core *core)
 	if (ret)
 		/* a core without wait objects (shm): blocking reads poll it */
 		return ret == -FI_ENOSYS ? 0 : ret;
-	ret = fi_control(&cq->fid, FI_GETWAIT, &core->cq_fd);
-	if (ret) {
-		core->cq_fd = -1;
-		fi_close(&cq->fid);
-		return ret;
-	}
-	fi_close(&core->cq->fid);
-	core->cq = cq;
-	return 0;
+	ret = layer_core_swap_waitable(&cq->fid, &core->cq->fid, &core->cq_fd);
+	if (!ret)
+		core->cq = cq;
+	return ret;
 }
 
 /* The template of the core's endpoints: the domain's core info, the endpoint's address. */

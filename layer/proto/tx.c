@@ -462,7 +462,7 @@ ssize_t layer_tx_send(struct layer_proto *proto, const struct iovec *iov, size_t
 	ret = layer_conn_get(proto->conns, dest, &conn);
 	if (unlikely(ret))
 		return ret;
-	layer_cma_want_msg(proto, conn, len);
+	layer_cma_want(proto, conn, len, layer_settings.cma_msg_size);
 	tx = layer_tx_alloc(proto, true);
 	if (unlikely(!tx))
 		return -FI_EAGAIN;

@@ -69,7 +69,7 @@ static ssize_t layer_rma_new(struct layer_proto *proto, fi_addr_t peer, enum lay
 	ret = layer_conn_get(proto->conns, peer, conn);
 	if (unlikely(ret))
 		return ret;
-	layer_cma_want_rma(proto, *conn, len);
+	layer_cma_want(proto, *conn, len, layer_settings.cma_size);
 	tx = layer_tx_new(proto);
 	if (unlikely(!tx))
 		return -FI_EAGAIN;
