@@ -266,18 +266,26 @@ static int layer_ep_bind_cntr(struct layer_ep *ep, struct layer_cntr *cntr, uint
 		{ FI_REMOTE_WRITE, &proto->rem_write_cntr },
 	};
 	const uint64_t rma_flags = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	uint64_t counted = flags;
 	bool is_bound = false;
 	size_t i;
 	int ret;
 
 	if (flags & ~(FI_SEND | FI_RECV | rma_flags))
 		return -FI_EBADFLAGS;
-	/* fi_cntr(3): remote events count only with FI_RMA_EVENT */
-	if (!flags || ((flags & rma_flags) && !(ep->caps & (FI_RMA | FI_ATOMIC))) ||
-	    ((flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) && !(ep->caps & FI_RMA_EVENT)))
+	if (!flags)
 		return -FI_EINVAL;
+	/*
+	 * Events the endpoint cannot have are accepted and never counted (fi_cntr(3) allows
+	 * the binding; rxm takes it so): RMA and atomic ones without FI_RMA or FI_ATOMIC,
+	 * remote ones without FI_RMA_EVENT.
+	 */
+	if (!(ep->caps & (FI_RMA | FI_ATOMIC)))
+		counted &= ~rma_flags;
+	if (!(ep->caps & FI_RMA_EVENT))
+		counted &= ~(FI_REMOTE_READ | FI_REMOTE_WRITE);
 	for (i = 0; i < UTIL_ARRAY_SIZE(slots); i++) {
-		if ((flags & slots[i].flag) && *slots[i].slot)
+		if ((counted & slots[i].flag) && *slots[i].slot)
 			return -FI_EINVAL;
 		is_bound |= *slots[i].slot == cntr;
 	}
@@ -289,7 +297,7 @@ static int layer_ep_bind_cntr(struct layer_ep *ep, struct layer_cntr *cntr, uint
 			return ret;
 	}
 	for (i = 0; i < UTIL_ARRAY_SIZE(slots); i++) {
-		if (flags & slots[i].flag)
+		if (counted & slots[i].flag)
 			*slots[i].slot = cntr;
 	}
 	return 0;
