@@ -116,6 +116,31 @@ void util_tagm_hash_grow(struct util_tagm_hash *hash)
 	hash->grow_at = bucket_cnt;
 }
 
+void util_tagm_msg_set_src(struct util_tagm *tagm, struct util_tagm_msg *msg, uint64_t src,
+			   uint64_t group)
+{
+	struct util_dlist *bucket, *item;
+
+	/* a claimed message is in no source bucket, and counts in no group */
+	if (!util_tagm_msg_is_claimed(msg)) {
+		tagm->msg_group_cnt += (size_t) (group != UTIL_TAGM_NO_GROUP) -
+				       (size_t) (msg->group != UTIL_TAGM_NO_GROUP);
+		if (tagm->has_src_hash) {
+			util_dlist_remove(&msg->src_link);
+			bucket = util_tagm_bucket(&tagm->msg_src_hash,
+						  util_tagm_pair_key(msg->tag, src));
+			/* before the first later arrival: buckets stay in arrival order */
+			util_dlist_foreach(bucket, item) {
+				if (container_of(item, struct util_tagm_msg, src_link)->seq > msg->seq)
+					break;
+			}
+			util_dlist_insert_tail(&msg->src_link, item);
+		}
+	}
+	msg->src = src;
+	msg->group = group;
+}
+
 void util_tagm_msg_index_sources(struct util_tagm *tagm)
 {
 	struct util_tagm_msg *msg;

@@ -156,6 +156,14 @@ static inline bool util_tagm_msg_is_claimed(const struct util_tagm_msg *msg)
 	return msg->owner != NULL;
 }
 
+/*
+ * An unexpected message's sender (and group) became known after it arrived: receives
+ * directed at src find it from now on, at its arrival place among that sender's messages.
+ * Cold: walks src's bucket.
+ */
+void util_tagm_msg_set_src(struct util_tagm *tagm, struct util_tagm_msg *msg, uint64_t src,
+			   uint64_t group);
+
 /* Doubles a hash's bucket array (called by the inline inserts past grow_at). */
 void util_tagm_hash_grow(struct util_tagm_hash *hash);
 /* Fills msg_src_hash with the unclaimed messages and keeps it from now on. */

@@ -448,6 +448,8 @@ void layer_conns_av_inserted(struct layer_conns *conns)
 		if (conn->src_addr != FI_ADDR_NOTAVAIL)
 			continue;
 		layer_conn_set_src(conns, conn);
+		if (conn->src_addr != FI_ADDR_NOTAVAIL)
+			conns->up->named(conns->up_arg, conn);
 		layer_conn_adopt(conns, conn);
 	}
 }

@@ -117,6 +117,9 @@ struct layer_conn_upcalls {
 	bool (*lost)(void *arg, struct layer_conn *conn);
 	/* Endpoint close: frees what refers to conn without completing it. */
 	void (*discard)(void *arg, struct layer_conn *conn);
+	/* conn's messages came from no AV entry and its peer was inserted: conn->src_addr
+	 * names it from now on, also for what it delivered before. */
+	void (*named)(void *arg, struct layer_conn *conn);
 	/* Liveness: ask the peer of conn to answer (a PING). */
 	void (*probe)(void *arg, struct layer_conn *conn);
 	/* As core/core.h's upcalls, with buf->src_addr and buf->key set. */

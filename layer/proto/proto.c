@@ -160,6 +160,11 @@ static void layer_proto_up_discard(void *arg, struct layer_conn *conn)
 	layer_rx_conn_lost(proto, conn);
 }
 
+static void layer_proto_up_named(void *arg, struct layer_conn *conn)
+{
+	layer_rx_conn_named(layer_proto_of(arg), conn);
+}
+
 static void layer_proto_up_probe(void *arg, struct layer_conn *conn)
 {
 	/* no memory: the next look tries again, the timeout holds either way */
@@ -196,6 +201,7 @@ const struct layer_conn_upcalls layer_proto_conn_upcalls = {
 	.ready = layer_proto_up_ready,
 	.lost = layer_proto_up_lost,
 	.discard = layer_proto_up_discard,
+	.named = layer_proto_up_named,
 	.probe = layer_proto_up_probe,
 	.recv = layer_proto_up_recv,
 	.buf_lost = layer_proto_up_buf_lost,

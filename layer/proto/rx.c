@@ -699,6 +699,23 @@ static bool layer_rx_is_from(const struct layer_buf *buf, void *conn)
 	return buf->ctx.chan && buf->ctx.chan->conn == conn;
 }
 
+static bool layer_rx_is_unnamed_from(const struct layer_buf *buf, void *conn)
+{
+	return buf->src_addr == FI_ADDR_NOTAVAIL && layer_rx_is_from(buf, conn);
+}
+
+void layer_rx_conn_named(struct layer_proto *proto, struct layer_conn *conn)
+{
+	struct layer_rxq *queues[] = { &proto->msg_q, &proto->tag_q, &proto->coll_q };
+	struct layer_buf *buf;
+	size_t i;
+
+	for (i = 0; i < UTIL_ARRAY_SIZE(queues); i++) {
+		while ((buf = layer_rxq_find_unexp(queues[i], layer_rx_is_unnamed_from, conn)))
+			layer_rxq_set_src(queues[i], buf, conn->src_addr);
+	}
+}
+
 void layer_rx_conn_lost(struct layer_proto *proto, struct layer_conn *conn)
 {
 	struct layer_rxq *queues[] = { &proto->msg_q, &proto->tag_q, &proto->coll_q };

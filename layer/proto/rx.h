@@ -93,6 +93,12 @@ void layer_rx_arrive(struct layer_proto *proto, struct layer_buf *buf);
 int layer_rx_place(struct layer_proto *proto, struct layer_buf *buf, struct iovec *iov,
 		   size_t *count);
 void layer_rx_buf_lost(struct layer_proto *proto, struct layer_buf *buf, int err);
+/*
+ * The peer of a connection whose messages came from no AV entry was inserted: its unexpected
+ * messages get that sender, as if they had come after (a directed receive or a collective's
+ * takes them; FI_SOURCE reports it).
+ */
+void layer_rx_conn_named(struct layer_proto *proto, struct layer_conn *conn);
 /* A failed connection: its unexpected eager messages stay, rendezvous ones go. */
 void layer_rx_conn_lost(struct layer_proto *proto, struct layer_conn *conn);
 

@@ -192,6 +192,13 @@ struct layer_buf *layer_rxq_find_unexp(struct layer_rxq *q,
 	return NULL;
 }
 
+void layer_rxq_set_src(struct layer_rxq *q, struct layer_buf *buf, fi_addr_t src)
+{
+	buf->src_addr = src;
+	if (q->is_tagged)
+		util_tagm_msg_set_src(&q->tagm, &buf->tagm, src, buf->tagm.group);
+}
+
 void layer_rxq_remove_unexp(struct layer_rxq *q, struct layer_buf *buf)
 {
 	if (q->is_tagged)

@@ -57,6 +57,9 @@ struct layer_buf *layer_rxq_find_unexp(struct layer_rxq *q,
 				       bool (*is_match)(const struct layer_buf *buf, void *arg),
 				       void *arg);
 void layer_rxq_remove_unexp(struct layer_rxq *q, struct layer_buf *buf);
+/* The sender of an unexpected message that came from none became known: src from now on
+ * (directed receives of src take it, in its arrival place). */
+void layer_rxq_set_src(struct layer_rxq *q, struct layer_buf *buf, fi_addr_t src);
 
 /* Tagged only: FI_PEEK finds without taking; FI_CLAIM ties the message to a context, which
  * takes it later; FI_DISCARD removes it (layer_rxq_remove_unexp). */

@@ -360,6 +360,55 @@ static void check_fence(void)
 	free(rbig);
 }
 
+/*
+ * A sender inserted after its messages arrived: they were from no AV entry (FI_PEEK says
+ * FI_ADDR_NOTAVAIL); once it is inserted they are its, in arrival order, for a directed
+ * receive as for FI_SOURCE.
+ */
+static void check_late_sender(struct lt_dom *dom)
+{
+	static char early[2][16] = { "early 0", "early 1" };
+	char got[2][16] = { "", "" };
+	struct fi_context2 ctx[3];
+	uint64_t deadline = lt_now_ms() + LT_TIMEOUT_MS;
+	struct lt_comp comp = { 0 };
+	fi_addr_t d_to_b, b_from_d;
+	struct lt_ep d;
+
+	if (!LT_CHECK_RET(lt_ep_open(dom, NULL, &d), 0, "late sender: an endpoint b does not know"))
+		return;
+	lt_av_insert(&d, b.addr, &d_to_b);
+	for (int i = 0; i < 2; i++)
+		LT_CHECK_RET(tsend(&d, early[i], sizeof(early[i]), d_to_b, 60, NULL), 0,
+			     "late sender: send %d", i);
+	do {
+		trecvmsg(&b, NULL, 0, FI_ADDR_UNSPEC, 60, 0, &ctx[0], FI_PEEK);
+	} while (next(&b.rx, &comp) && comp.err == FI_ENOMSG && lt_now_ms() < deadline);
+	LT_CHECK(!comp.err && comp.src == FI_ADDR_NOTAVAIL,
+		 "late sender: its message is there, from no AV entry (%d, %#llx)", comp.err,
+		 (unsigned long long) comp.src);
+	if (!LT_CHECK_RET(lt_av_insert(&b, d.addr, &b_from_d), 0, "late sender: inserted"))
+		goto out;
+	trecvmsg(&b, got[0], sizeof(got[0]), b_from_a, 60, 0, &ctx[0], 0);
+	trecvmsg(&b, got[0], sizeof(got[0]), b_from_d, 60, 0, &ctx[1], 0);
+	LT_CHECK(next(&b.rx, &comp) && !comp.err && comp.op_context == &ctx[1] &&
+		 comp.src == b_from_d && !strcmp(got[0], early[0]),
+		 "late sender: a receive directed at it takes its first message, from it");
+	trecvmsg(&b, got[1], sizeof(got[1]), FI_ADDR_UNSPEC, 60, 0, &ctx[2], 0);
+	LT_CHECK(next(&b.rx, &comp) && !comp.err && comp.op_context == &ctx[2] &&
+		 comp.src == b_from_d && !strcmp(got[1], early[1]),
+		 "late sender: then any source takes the second, from it too");
+	/* the receive directed at a is still posted: a's message completes it */
+	LT_CHECK_RET(tsend(&a, early[0], sizeof(early[0]), a_to_b, 60, NULL), 0,
+		     "late sender: a sends");
+	LT_CHECK(next(&b.rx, &comp) && comp.op_context == &ctx[0] && comp.src == b_from_a,
+		 "late sender: the receive directed at a took nothing else");
+	fi_av_remove(b.av, &b_from_d, 1, 0);
+out:
+	lt_cq_quiet(&d.tx, 100);
+	lt_ep_close(&d);
+}
+
 int main(void)
 {
 	struct fi_info *hints, *info;
@@ -388,6 +437,7 @@ int main(void)
 	check_completion_levels(FI_DELIVERY_COMPLETE, "FI_DELIVERY_COMPLETE");
 	check_completion_levels(FI_MATCH_COMPLETE, "FI_MATCH_COMPLETE");
 	check_fence();
+	check_late_sender(&dom);
 
 	lt_ep_close(&a);
 	lt_ep_close(&b);

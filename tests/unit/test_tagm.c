@@ -302,6 +302,44 @@ static void test_directed_same_tag(void **state)
 	assert_counts(f, 0, 0, 0, 0);
 }
 
+/* A sender named after arrival: directed receives find its messages in arrival order. */
+static void test_set_src(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t tag = 4, unknown = 0xfffe, g = 0x300;
+
+	/* without the source hash: only the field changes */
+	add(f, 0, tag, unknown);
+	util_tagm_msg_set_src(&f->tagm, &f->msgs[0].entry, 5, UTIL_TAGM_NO_GROUP);
+	assert_int_equal(util_tagm_check(&f->tagm), 0);
+	assert_int_equal(take(f, tag, 0, 5), 0);
+
+	/* with it: messages of 5 that came before and after stay in arrival order */
+	add(f, 1, tag, 5);
+	add(f, 2, tag, unknown);
+	add(f, 3, tag, 5);
+	add(f, 4, tag, unknown);
+	assert_int_equal(peek(f, tag, 0, 6), -1); /* builds the source hash */
+	util_tagm_msg_set_src(&f->tagm, &f->msgs[4].entry, 5, UTIL_TAGM_NO_GROUP);
+	util_tagm_msg_set_src(&f->tagm, &f->msgs[2].entry, 5, g);
+	assert_int_equal(util_tagm_check(&f->tagm), 0);
+	assert_int_equal(take(f, tag, 0, unknown), -1);
+	assert_int_equal(take(f, tag, 0, g), 2);
+	assert_int_equal(take(f, tag, 0, 5), 1);
+	assert_int_equal(take(f, tag, 0, 5), 3);
+	assert_int_equal(take(f, tag, 0, 5), 4);
+
+	/* a claimed message keeps its owner's hold, and its new sender */
+	add(f, 5, tag, unknown);
+	assert_int_equal(peek_claim(f, tag, 0, ANY, 0), 5);
+	util_tagm_msg_set_src(&f->tagm, &f->msgs[5].entry, 7, UTIL_TAGM_NO_GROUP);
+	assert_int_equal(util_tagm_check(&f->tagm), 0);
+	assert_int_equal(take(f, tag, 0, 7), -1);
+	assert_int_equal(take_claimed(f, 0), 5);
+	assert_int_equal(f->msgs[5].entry.src, 7);
+	assert_counts(f, 0, 0, 0, 0);
+}
+
 static void test_unexpected_arrival_order(void **state)
 {
 	struct fixture *f = *state;
@@ -603,6 +641,7 @@ int main(void)
 		TAGM_TEST(test_sources_directed_and_any),
 		TAGM_TEST(test_groups),
 		TAGM_TEST(test_directed_same_tag),
+		TAGM_TEST(test_set_src),
 		TAGM_TEST(test_unexpected_arrival_order),
 		TAGM_TEST(test_peek_does_not_remove),
 		TAGM_TEST(test_claim_hides_message),
