@@ -25,6 +25,11 @@ static int layer_domain_close(struct fid *fid)
 
 	if (atomic_load(&domain->ref))
 		return -FI_EBUSY;
+	if (domain->progress_thread) {
+		layer_progress_stop(domain->progress_thread);
+		free(domain->progress_thread);
+		domain->progress_thread = NULL;
+	}
 	/* the cached registrations go before the core domain, which refuses to close under them */
 	layer_mr_domain_fini(domain);
 	ret = fi_close(&domain->core_domain->fid);
@@ -59,9 +64,9 @@ static struct fi_ops_domain layer_domain_ops = {
 	.query_collective = layer_query_collective,
 };
 
-static void layer_domain_revoke_ep(void *owner, void *arg)
+static void layer_domain_revoke_ep(struct util_progress_hook *hook, void *arg)
 {
-	struct layer_ep *ep = owner;
+	struct layer_ep *ep = container_of(hook, struct layer_ep, member.hook);
 
 	layer_ep_lock(ep);
 	layer_grant_revoke(&ep->proto, *(const uint64_t *) arg);
@@ -71,6 +76,28 @@ static void layer_domain_revoke_ep(void *owner, void *arg)
 void layer_domain_revoke(struct layer_domain *domain, uint64_t key)
 {
 	util_progress_set_each(&domain->eps, layer_domain_revoke_ep, &key);
+}
+
+/* FI_PROGRESS_AUTO asked for either kind of progress: the domain runs a thread. */
+static bool layer_domain_wants_thread(const struct fi_domain_attr *attr)
+{
+	return attr->data_progress == FI_PROGRESS_AUTO ||
+	       attr->control_progress == FI_PROGRESS_AUTO;
+}
+
+static int layer_domain_start_thread(struct layer_domain *domain)
+{
+	int ret;
+
+	domain->progress_thread = calloc(1, sizeof(*domain->progress_thread));
+	if (!domain->progress_thread)
+		return -FI_ENOMEM;
+	ret = layer_progress_start(domain->progress_thread, &domain->eps);
+	if (ret) {
+		free(domain->progress_thread);
+		domain->progress_thread = NULL;
+	}
+	return ret;
 }
 
 int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
@@ -110,10 +137,12 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	/* before any core endpoint exists: the core applies it domain-wide */
 	if (domain->core_info->ep_attr->type == FI_EP_MSG)
 		domain->has_direct_recv = layer_core_msg_direct_recv_init(domain);
-	/* FI_THREAD_DOMAIN, _COMPLETION and _ENDPOINT: the application serialises access. */
+	/* FI_THREAD_DOMAIN, _COMPLETION and _ENDPOINT: the application serialises access,
+	 * unless a progress thread shares the objects with it. */
 	domain->is_thread_safe = domain->threading == FI_THREAD_SAFE ||
 				 domain->threading == FI_THREAD_FID ||
-				 domain->threading == FI_THREAD_UNSPEC;
+				 domain->threading == FI_THREAD_UNSPEC ||
+				 layer_domain_wants_thread(info->domain_attr);
 	domain->addr_format = domain->core_info->addr_format;
 	/* names are zero-padded to a fixed size (addr.h); getinfo offers no other format */
 	domain->addrlen = layer_addr_len(domain->addr_format);
@@ -131,6 +160,11 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	layer_mr_domain_init(domain);
 	util_progress_set_init(&domain->eps, domain->is_thread_safe);
 	atomic_init(&domain->ref, 0);
+	if (layer_domain_wants_thread(info->domain_attr)) {
+		ret = layer_domain_start_thread(domain);
+		if (ret)
+			goto err_close_domain;
+	}
 
 	domain->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	domain->domain_fid.fid.context = context;
@@ -141,6 +175,10 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	*domain_fid = &domain->domain_fid;
 	return 0;
 
+err_close_domain:
+	util_progress_set_fini(&domain->eps);
+	layer_mr_domain_fini(domain);
+	fi_close(&domain->core_domain->fid);
 err_free_info:
 	fi_freeinfo(domain->core_info);
 err_free_domain:

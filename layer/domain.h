@@ -10,6 +10,7 @@
 #include "layer/layer.h"
 #include "layer/fabric.h"
 #include "layer/mr.h"
+#include "layer/progress.h"
 #include "util/progress.h"
 
 struct layer_domain {
@@ -20,7 +21,8 @@ struct layer_domain {
 					* opened with: its ep type chooses the endpoint's core
 					* adapter */
 	enum fi_threading threading;
-	bool is_thread_safe;           /* FI_THREAD_SAFE: objects take their locks */
+	bool is_thread_safe;           /* FI_THREAD_SAFE, or a progress thread: objects take
+					* their locks */
 	uint32_t addr_format;          /* the core's: FI_SOCKADDR_IN, _IN6 or FI_ADDR_STR */
 	size_t addrlen;                /* size of one endpoint address */
 	uint64_t mr_mode;              /* as granted to the application */
@@ -30,9 +32,11 @@ struct layer_domain {
 	/* The core hands each message's payload to the provider's callback, which places it
 	 * (core/core_msg.c); buffers then post the header only. MSG cores only. */
 	bool has_direct_recv;
-	struct util_progress_set eps;  /* the enabled endpoints' progress: counters bound to a
-					* registration (fi_mr_bind) run it, a region's close
-					* revokes its grants through it */
+	struct util_progress_set eps;  /* the enabled endpoints (struct layer_progress_member):
+					* the progress thread runs them, so do counters bound to
+					* a registration (fi_mr_bind); a region's close revokes
+					* its grants through it */
+	struct layer_progress *progress_thread; /* FI_PROGRESS_AUTO; NULL: manual */
 	atomic_int ref;                /* objects open on this domain */
 };
 

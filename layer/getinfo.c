@@ -276,8 +276,6 @@ static bool layer_rx_hints_ok(const struct fi_rx_attr *rx)
 
 static bool layer_domain_hints_ok(const struct fi_domain_attr *da, bool has_keys)
 {
-	if (da->control_progress == FI_PROGRESS_AUTO || da->data_progress == FI_PROGRESS_AUTO)
-		return layer_hint_refused("FI_PROGRESS_AUTO", FI_PROGRESS_AUTO);
 	if (da->av_type != FI_AV_UNSPEC && da->av_type != FI_AV_TABLE && da->av_type != FI_AV_MAP)
 		return layer_hint_refused("an unknown av_type", da->av_type);
 	if (da->caps & ~LAYER_DOMAIN_CAPS)
@@ -332,6 +330,14 @@ static int layer_copy_auth_key(const uint8_t *key, size_t size, uint8_t **out_ke
 }
 
 /* mr_mode granted to the application: the provider needs none of the optional bits. */
+/* A progress model offered for a hint: the hint's, or the default for FI_PROGRESS_UNSPEC. */
+static enum fi_progress layer_progress_model(enum fi_progress hint)
+{
+	if (hint != FI_PROGRESS_UNSPEC)
+		return hint;
+	return layer_settings.progress_auto ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+}
+
 static int layer_mr_mode(uint32_t version, const struct fi_info *hints)
 {
 	int mode = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;
@@ -406,8 +412,11 @@ static struct fi_info *layer_info_from_core(uint32_t version, const struct fi_in
 	info->domain_attr->threading =
 		hints && hints->domain_attr && hints->domain_attr->threading ?
 		hints->domain_attr->threading : FI_THREAD_SAFE;
-	info->domain_attr->control_progress = FI_PROGRESS_MANUAL;
-	info->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	/* as asked; FI_OFI_LAYER_PROGRESS when the hints leave it open (progress.h) */
+	info->domain_attr->control_progress = layer_progress_model(
+		hints && hints->domain_attr ? hints->domain_attr->control_progress : 0);
+	info->domain_attr->data_progress = layer_progress_model(
+		hints && hints->domain_attr ? hints->domain_attr->data_progress : 0);
 	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
 	info->domain_attr->av_type =
 		hints && hints->domain_attr && hints->domain_attr->av_type ?

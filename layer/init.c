@@ -37,6 +37,7 @@ struct layer_settings layer_settings = {
 	.keepalive_ms = 1000,
 	.cma_size = 16384,
 	.cma_msg_size = 65536,
+	.progress_idle_ms = 1,
 };
 
 struct fi_provider layer_prov = {
@@ -161,6 +162,11 @@ static const struct layer_param {
 	  "The same for messages, which go by rendezvous from this many bytes to such a peer "
 	  "(a rendezvous costs an answer an eager message does without); 0: no message "
 	  "(default: 65536)" },
+	{ "progress_idle", &layer_settings.progress_idle_ms, 1, 1000,
+	  "With FI_PROGRESS_AUTO, milliseconds after the application's last progress call on "
+	  "an endpoint (a read of its CQs or counters) before the domain's progress thread "
+	  "serves it: while the application calls, the thread stays out of its way, looking "
+	  "again at doubling intervals up to 32 times this (default: 1)" },
 	{ "dgram_mtu", &layer_dgram_settings.mtu, 0, 65000,
 	  "Over a datagram core: bytes per datagram; 0 takes the core's max_msg_size (udp: "
 	  "1472, an Ethernet frame). Larger values fragment in IP unless the path carries "
@@ -190,7 +196,26 @@ static void layer_read_params(void)
 	}
 }
 
-/* The one string parameter: which kind of core endpoint to run over. */
+/* The progress model offered when the hints leave it open. */
+static void layer_read_progress(void)
+{
+	char *value = NULL;
+
+	fi_param_define(&layer_prov, "progress", FI_PARAM_STRING, "%s",
+			"Progress model fi_getinfo offers when the hints leave it unspecified: "
+			"'manual' (the application's calls progress everything) or 'auto' (a "
+			"thread per domain also serves peers while the application does not "
+			"call) (default: manual)");
+	if (fi_param_get_str(&layer_prov, "progress", &value) != FI_SUCCESS || !value)
+		return;
+	if (!strcasecmp(value, "auto"))
+		layer_settings.progress_auto = true;
+	else if (strcasecmp(value, "manual"))
+		FI_WARN(&layer_prov, FI_LOG_CORE, "FI_OFI_LAYER_PROGRESS=%s is not manual or "
+			"auto, keeping manual\n", value);
+}
+
+/* Which kind of core endpoint to run over. */
 static void layer_read_core_choice(void)
 {
 	char *value = NULL;
@@ -231,6 +256,7 @@ FI_EXT_INI
 	}
 	layer_read_params();
 	layer_read_core_choice();
+	layer_read_progress();
 	fi_param_define(&layer_prov, "dgram_fault", FI_PARAM_STRING, "%s",
 			"For tests only: 'drop=P,dup=P,reorder=P,seed=S' drops, duplicates and "
 			"reorders P percent of the datagrams a datagram core sends (default: off)");

@@ -103,6 +103,9 @@ struct layer_settings {
 	size_t cma_size;      /* bytes from which RMA data to a peer on the host goes by
 			       * cross-memory attach (cma/cma.h); 0: nothing does */
 	size_t cma_msg_size;  /* the same for messages; 0: no message */
+	bool progress_auto;   /* FI_PROGRESS_AUTO when the hints leave progress open */
+	size_t progress_idle_ms; /* the progress thread leaves an endpoint alone this long
+				  * after its application progressed it (progress.h) */
 };
 extern struct layer_settings layer_settings;
 

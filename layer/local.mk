@@ -10,6 +10,7 @@ liblayer_fi_la_SOURCES = \
 	layer/fabric.h layer/fabric.c layer/domain.h layer/domain.c layer/mr.h layer/mr.c \
 	layer/addr.h layer/addr.c \
 	layer/cq.h layer/cq.c layer/cntr.h layer/cntr.c layer/eq.h layer/eq.c layer/poll.h layer/poll.c \
+	layer/progress.h layer/progress.c \
 	layer/av/av.h layer/av/av.c layer/av/av_insert.c layer/av/av_event.c \
 	layer/av/av_auth.c layer/av/av_shm.c layer/av/av_set.h layer/av/av_set.c \
 	layer/ep/ep.h layer/ep/ep.c layer/ep/msg.c layer/ep/tagged.c layer/ep/rma.c \

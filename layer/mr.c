@@ -452,8 +452,9 @@ void layer_mr_domain_init(struct layer_domain *domain)
 
 	if (layer_mr_is_cacheable(domain->core_info->fabric_attr->prov_name))
 		capacity = layer_settings.mr_cache_size;
-	/* Only FI_THREAD_DOMAIN keeps two endpoints of the domain from running at once. */
-	util_lock_init(&mr->lock, domain->threading != FI_THREAD_DOMAIN);
+	/* Only FI_THREAD_DOMAIN without a progress thread keeps two endpoints of the domain
+	 * from running at once. */
+	util_lock_init(&mr->lock, domain->threading != FI_THREAD_DOMAIN || domain->is_thread_safe);
 	atomic_init(&mr->next_key, 0);
 	/* addresses the rendezvous requests name: virtual, as the datagram transport says */
 	mr->is_soft = domain->core_info->ep_attr->type == FI_EP_DGRAM;

@@ -38,14 +38,14 @@ bool util_progress_set_is_empty(struct util_progress_set *set)
 	return is_empty;
 }
 
-void util_progress_set_each(struct util_progress_set *set, void (*fn)(void *owner, void *arg),
-			    void *arg)
+void util_progress_set_each(struct util_progress_set *set,
+			    void (*fn)(struct util_progress_hook *hook, void *arg), void *arg)
 {
 	struct util_dlist *item;
 
 	util_lock_acquire(&set->lock);
 	util_dlist_foreach(&set->hooks, item)
-		fn(container_of(item, struct util_progress_hook, link)->progress.arg, arg);
+		fn(container_of(item, struct util_progress_hook, link), arg);
 	util_lock_release(&set->lock);
 }
 

@@ -38,10 +38,10 @@ void util_progress_set_add(struct util_progress_set *set, struct util_progress_h
 void util_progress_set_del(struct util_progress_set *set, struct util_progress_hook *hook);
 bool util_progress_set_is_empty(struct util_progress_set *set);
 
-/* Calls fn(hook's progress arg, arg) for every hook, under the set's lock (lock order as for
- * the hooks: fn may take its owner's lock). */
-void util_progress_set_each(struct util_progress_set *set, void (*fn)(void *owner, void *arg),
-			    void *arg);
+/* Calls fn(hook, arg) for every hook, in the order added, under the set's lock (lock order as
+ * for the hooks: fn may take its owner's lock). The owner finds itself with container_of. */
+void util_progress_set_each(struct util_progress_set *set,
+			    void (*fn)(struct util_progress_hook *hook, void *arg), void *arg);
 /* Runs every hook's progress (arg: the set). */
 void util_progress_set_run(void *set);
 /* 0 when every hook's trywait allows sleeping, else the first refusal (arg: the set). */

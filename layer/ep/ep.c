@@ -79,7 +79,7 @@ static bool layer_ep_flush(struct layer_ep *ep)
  * ring slot: core/ring.h). Not while a thread may be asleep on the endpoint's CQs or counters
  * (it would not send them), and a caller about to sleep sends them first (trywait).
  */
-static void layer_ep_run_progress(struct layer_ep *ep)
+static void layer_ep_run_progress(struct layer_ep *ep, bool may_keep)
 {
 	size_t comp_cnt;
 
@@ -100,14 +100,16 @@ static void layer_ep_run_progress(struct layer_ep *ep)
 	layer_conns_watch(&ep->conns);
 	layer_unexp_check(&ep->proto);
 	ep->core->hold = false;
-	if (layer_ep_comp_cnt(ep) == comp_cnt || layer_ep_may_sleep(ep))
+	if (!may_keep || layer_ep_comp_cnt(ep) == comp_cnt || layer_ep_may_sleep(ep))
 		(void) layer_ep_flush(ep);
 }
 
 void layer_ep_progress(struct layer_ep *ep)
 {
+	layer_progress_called(&ep->member);
 	layer_ep_lock(ep);
-	layer_ep_run_progress(ep);
+	/* with a progress thread the application's next call may be far off */
+	layer_ep_run_progress(ep, !ep->domain->progress_thread);
 	layer_ep_unlock(ep);
 }
 
@@ -116,19 +118,31 @@ static void layer_ep_progress_hook(void *arg)
 	layer_ep_progress(arg);
 }
 
+/* The domain's: the progress thread's and fi_mr_bind counters'. Keeps nothing for a next
+ * call, which may not come. */
+static void layer_ep_domain_progress_hook(void *arg)
+{
+	struct layer_ep *ep = arg;
+
+	layer_ep_lock(ep);
+	layer_ep_run_progress(ep, false);
+	layer_ep_unlock(ep);
+}
+
 /* 0 when the core has nothing pending and the caller may sleep on the wait fds. */
 static int layer_ep_trywait_hook(void *arg)
 {
 	struct layer_ep *ep = arg;
-	bool is_flushed;
+	int ret = -FI_EAGAIN;
 
-	/* Draining connections wait on core completions, which wake the caller up. */
-	if (ep->proto.has_pending || !util_dlist_empty(&ep->conns.closed))
-		return -FI_EAGAIN;
 	layer_ep_lock(ep);
-	is_flushed = layer_ep_flush(ep);
+	/* Draining connections wait on core completions, which wake the caller up. The core's
+	 * trywait reads and sends (acknowledgements) as progress does: under the lock, as
+	 * another thread may progress the endpoint meanwhile. */
+	if (!ep->proto.has_pending && util_dlist_empty(&ep->conns.closed) && layer_ep_flush(ep))
+		ret = ep->core->ops->trywait(ep->core);
 	layer_ep_unlock(ep);
-	return is_flushed ? ep->core->ops->trywait(ep->core) : -FI_EAGAIN;
+	return ret;
 }
 
 /* ---- the AV's notices ---- */
@@ -373,6 +387,13 @@ static int layer_ep_enable(struct layer_ep *ep)
 		return -FI_ENOCQ;
 	if (ep->av->addrlen != ep->domain->addrlen)
 		return -FI_EINVAL;
+	/* the progress thread sleeps on the core's wait fds: they exist before the core
+	 * endpoints use the core CQ */
+	if (ep->domain->progress_thread) {
+		ret = layer_core_cq_wait(ep->core);
+		if (ret)
+			return ret;
+	}
 	ret = layer_conns_enable(&ep->conns, ep->av);
 	if (ret)
 		return ret;
@@ -386,14 +407,21 @@ static int layer_ep_enable(struct layer_ep *ep)
 	ep->coll.av = ep->av;
 	ep->coll.self_addr = ep->core->addr;
 	ep->coll.addrlen = ep->core->addrlen;
-	ep->domain_hook.progress = (struct util_progress) {
-		.progress = layer_ep_progress_hook,
+	ep->is_enabled = true;
+	return 0;
+}
+
+/* An enabled endpoint joins the domain's progress (not under its lock: the progress thread
+ * holds the domain's set while it takes the endpoints'). */
+static void layer_ep_join_domain(struct layer_ep *ep)
+{
+	layer_progress_member_init(&ep->member, ep->core->cq_fd, ep->core->eq_fd);
+	ep->member.hook.progress = (struct util_progress) {
+		.progress = layer_ep_domain_progress_hook,
 		.trywait = layer_ep_trywait_hook,
 		.arg = ep,
 	};
-	util_progress_set_add(&ep->domain->eps, &ep->domain_hook);
-	ep->is_enabled = true;
-	return 0;
+	util_progress_set_add(&ep->domain->eps, &ep->member.hook);
 }
 
 static int layer_ep_setopsflag(struct layer_ep *ep, uint64_t *flags)
@@ -442,6 +470,8 @@ static int layer_ep_control(struct fid *fid, int command, void *arg)
 		break;
 	}
 	layer_ep_unlock(ep);
+	if (command == FI_ENABLE && !ret)
+		layer_ep_join_domain(ep);
 	return ret;
 }
 
@@ -457,7 +487,7 @@ static void layer_ep_linger(struct layer_ep *ep)
 	uint64_t deadline = util_now_ms() + layer_close_wait_ms();
 
 	while (layer_conns_has_queued(&ep->conns) && util_now_ms() < deadline) {
-		layer_ep_run_progress(ep);
+		layer_ep_run_progress(ep, false);
 		(void) nanosleep(&pause, NULL);
 	}
 }
@@ -475,8 +505,10 @@ static int layer_ep_close(struct fid *fid)
 	if (ep->av)
 		layer_av_del_listener(ep->av, &ep->av_listener);
 	layer_ep_unbind_progress(ep);
-	if (ep->is_enabled)
-		util_progress_set_del(&ep->domain->eps, &ep->domain_hook);
+	if (ep->is_enabled) {
+		util_progress_set_del(&ep->domain->eps, &ep->member.hook);
+		layer_progress_member_fini(ep->domain->progress_thread, &ep->member);
+	}
 
 	layer_ep_lock(ep);
 	if (ep->is_enabled) {

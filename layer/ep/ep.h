@@ -78,8 +78,9 @@ struct layer_ep {
 	struct layer_av_listener av_listener;
 	struct layer_ep_bind binds[LAYER_EP_MAX_BINDS];
 	size_t bind_cnt;
-	struct util_progress_hook domain_hook; /* in the domain's set while enabled (the
-						* counters of fi_mr_bind run it) */
+	struct layer_progress_member member; /* in the domain's set while enabled: the
+					      * progress thread (progress.h) and the
+					      * counters of fi_mr_bind run it */
 	/* the entry points, per variant and capabilities (chosen at open) */
 	struct fi_ops_msg msg_ops;
 	struct fi_ops_tagged tagged_ops;

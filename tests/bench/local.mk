@@ -17,6 +17,11 @@ fi_scale_bench_SOURCES = tests/bench/fi_scale_bench.c tests/bench/scale_bench_pr
 	tests/bench/scale_bench_server.c tests/bench/scale_bench_client.c \
 	tests/bench/scale_bench.h tests/bench/bench_util.c tests/bench/bench_util.h
 fi_scale_bench_LDADD = $(FABRIC_LIBS)
+# What a target that never calls libfabric costs its peers under FI_PROGRESS_AUTO (installed).
+bin_PROGRAMS += fi_progress_bench
+fi_progress_bench_SOURCES = tests/bench/fi_progress_bench.c tests/bench/bench_util.c \
+	tests/bench/bench_util.h
+fi_progress_bench_LDADD = $(FABRIC_LIBS)
 # fi_coll_bench beside Open MPI's collectives (tests/mpi/coll_bench_mpi.c); run by hand only.
 EXTRA_DIST += tests/bench/run_coll_compare.sh
 # AV set operations for large groups; it also times util/av_set alone, hence libutil.

@@ -141,6 +141,9 @@ struct lt_cq {
 int lt_cq_open(struct fid_domain *domain, enum fi_wait_obj wait_obj, bool use_from,
 	       struct lt_cq *cq);
 void lt_cq_close(struct lt_cq *cq);
+/* Puts cq back among the registered CQs, or takes it out: lt_progress then leaves its
+ * endpoints alone (a test of automatic progress). */
+void lt_cq_watch(struct lt_cq *cq, bool is_watched);
 /* Reads everything available on every registered CQ into their stashes (drives progress). */
 void lt_progress(void);
 /*

@@ -93,6 +93,24 @@ static void lt_cq_poll(struct lt_cq *cq)
 	}
 }
 
+void lt_cq_watch(struct lt_cq *cq, bool is_watched)
+{
+	for (int i = 0; i < LT_MAX_CQS; i++) {
+		if (lt_cqs[i] == cq)
+			lt_cqs[i] = NULL;
+	}
+	for (int i = 0; is_watched && i < LT_MAX_CQS; i++) {
+		if (!lt_cqs[i]) {
+			lt_cqs[i] = cq;
+			return;
+		}
+	}
+	if (is_watched) {
+		fprintf(stderr, "too many CQs\n");
+		exit(1);
+	}
+}
+
 int lt_cq_open(struct fid_domain *domain, enum fi_wait_obj wait_obj, bool use_from,
 	       struct lt_cq *cq)
 {
@@ -107,22 +125,13 @@ int lt_cq_open(struct fid_domain *domain, enum fi_wait_obj wait_obj, bool use_fr
 	if (ret)
 		return ret;
 	cq->use_from = use_from;
-	for (int i = 0; i < LT_MAX_CQS; i++) {
-		if (!lt_cqs[i]) {
-			lt_cqs[i] = cq;
-			return 0;
-		}
-	}
-	fprintf(stderr, "too many CQs\n");
-	exit(1);
+	lt_cq_watch(cq, true);
+	return 0;
 }
 
 void lt_cq_close(struct lt_cq *cq)
 {
-	for (int i = 0; i < LT_MAX_CQS; i++) {
-		if (lt_cqs[i] == cq)
-			lt_cqs[i] = NULL;
-	}
+	lt_cq_watch(cq, false);
 	if (cq->cq)
 		fi_close(&cq->cq->fid);
 	free(cq->q);

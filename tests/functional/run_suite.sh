@@ -37,4 +37,4 @@ rdm_core_tests="test_getinfo test_msg test_msg_ep test_tagged test_multi_recv te
 	test_twoproc test_threads test_domain_threads test_tagged_threads test_av_ep test_bad_input
 	test_malformed test_objects test_auth_data test_server_port test_unexp test_direct
 	test_conns test_poll test_rma test_rma_direct test_atomic test_coll test_peer_loss test_cma
-	test_ring_life"
+	test_ring_life test_progress_auto"

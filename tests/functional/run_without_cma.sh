@@ -18,7 +18,8 @@ for prov in "tcp;ofi_layer" "net;ofi_layer" "udp;ofi_layer"; do
 	LAYER_TEST_PROV=$prov
 	export LAYER_TEST_PROV
 	(run_suite "$prov without cross-memory attach" test_msg test_msg_ep test_tagged \
-		test_multi_recv test_unexp test_rma test_atomic test_coll test_cma)
+		test_multi_recv test_unexp test_rma test_atomic test_coll test_cma \
+		test_progress_auto)
 	case $? in
 	0 | 77) ;;
 	*) status=1 ;;

@@ -91,6 +91,10 @@ static void open_layer(struct layer_side *l)
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
 	size_t addrlen = sizeof(l->addr);
 
+	/* the layer side answers only when this program progresses it: the slots it keeps and
+	 * writes are checked one by one */
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	l->info = lt_getinfo_or_skip(hints);
 	fi_freeinfo(hints);
 	LT_CHECK_RET(fi_fabric(l->info->fabric_attr, &l->fabric, NULL), 0, "fabric");

@@ -92,14 +92,14 @@ static void test_hook_without_trywait_allows_sleep(void **state)
 	util_progress_set_fini(&set);
 }
 
-/* each: fn sees every owner once, in the order added, with the caller's argument */
-static void visit(void *owner, void *arg)
+/* each: fn sees every owner's hook once, in the order added, with the caller's argument */
+static void visit(struct util_progress_hook *hook, void *arg)
 {
 	struct owner **seen = arg;
 
 	while (*seen)
 		seen++;
-	*seen = owner;
+	*seen = container_of(hook, struct owner, hook);
 }
 
 static void test_each_visits_every_owner(void **state)
