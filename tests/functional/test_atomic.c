@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -464,7 +465,7 @@ static void check_bad_arguments(void)
 
 struct progress_arg {
 	struct lt_ep *ep;
-	volatile bool stop;
+	atomic_bool stop;
 };
 
 /* Progresses one endpoint (reading its CQs directly: no stash shared between threads). */
@@ -473,7 +474,7 @@ static void *progress_thread(void *p)
 	struct progress_arg *arg = p;
 	struct fi_cq_tagged_entry e;
 
-	while (!arg->stop) {
+	while (!atomic_load(&arg->stop)) {
 		(void) fi_cq_read(arg->ep->tx.cq, &e, 1);
 		(void) fi_cq_read(arg->ep->rx.cq, &e, 1);
 	}
@@ -563,7 +564,7 @@ static void check_race(void)
 				     (RACE_OPS / 2) * sizeof(uint64_t),
 				     "racer %d's fetched values", i);
 		for (i = 0; i < 2; i++) {
-			arg[i].stop = true;
+			atomic_store(&arg[i].stop, true);
 			pthread_join(thr[i], NULL);
 		}
 		for (i = 0; i < started; i++)
