@@ -196,16 +196,29 @@ static void layer_read_params(void)
 	}
 }
 
-/* The progress model offered when the hints leave it open. */
+/* The progress model offered when the hints leave it open, and the thread's nice value. */
 static void layer_read_progress(void)
 {
 	char *value = NULL;
+	int nice;
 
 	fi_param_define(&layer_prov, "progress", FI_PARAM_STRING, "%s",
 			"Progress model fi_getinfo offers when the hints leave it unspecified: "
 			"'manual' (the application's calls progress everything) or 'auto' (a "
 			"thread per domain also serves peers while the application does not "
 			"call) (default: manual)");
+	fi_param_define(&layer_prov, "progress_nice", FI_PARAM_INT, "%s",
+			"With FI_PROGRESS_AUTO, the progress thread's nice value (setpriority(2), "
+			"-20 to 19): below the application's, the thread takes the processor from "
+			"a computing application thread at once when a peer's request arrives; "
+			"lowering it needs CAP_SYS_NICE or RLIMIT_NICE (default: 0, the process's)");
+	if (fi_param_get_int(&layer_prov, "progress_nice", &nice) == FI_SUCCESS) {
+		if (nice >= -20 && nice <= 19)
+			layer_settings.progress_nice = nice;
+		else
+			FI_WARN(&layer_prov, FI_LOG_CORE, "FI_OFI_LAYER_PROGRESS_NICE=%d out of "
+				"range [-20, 19], keeping 0\n", nice);
+	}
 	if (fi_param_get_str(&layer_prov, "progress", &value) != FI_SUCCESS || !value)
 		return;
 	if (!strcasecmp(value, "auto"))

@@ -106,6 +106,7 @@ struct layer_settings {
 	bool progress_auto;   /* FI_PROGRESS_AUTO when the hints leave progress open */
 	size_t progress_idle_ms; /* the progress thread leaves an endpoint alone this long
 				  * after its application progressed it (progress.h) */
+	int progress_nice;    /* the progress thread's nice value; 0: the process's */
 };
 extern struct layer_settings layer_settings;
 

@@ -1,7 +1,12 @@
 /* The domain's progress thread for FI_PROGRESS_AUTO (progress.h). */
 #include "config.h"
 
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "layer/layer.h"
 #include "layer/progress.h"
@@ -65,11 +70,23 @@ static int layer_progress_tick_ms(void)
 	return (int) UTIL_MAX(UTIL_MIN(ms / 4, (size_t) 1000), (size_t) 1);
 }
 
+/* FI_OFI_LAYER_PROGRESS_NICE: the thread's own nice value, when the process may set it. */
+static void layer_progress_set_nice(void)
+{
+	int nice = layer_settings.progress_nice;
+
+	if (nice && setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), nice))
+		FI_WARN(&layer_prov, FI_LOG_DOMAIN, "FI_OFI_LAYER_PROGRESS_NICE: nice %d refused "
+			"(%s): the progress thread keeps the process's\n", nice, strerror(errno));
+}
+
 static void *layer_progress_main(void *arg)
 {
 	struct layer_progress *lp = arg;
 	struct layer_progress_round round = { .lp = lp };
 	const int tick_ms = layer_progress_tick_ms();
+
+	layer_progress_set_nice();
 
 	while (!atomic_load(&lp->is_stopping)) {
 		round.timeout_ms = tick_ms;

@@ -154,6 +154,8 @@ TESTS += tests/functional/run_bounce.sh
 # Incast with the fewest shared receive buffers (core/core_msg_cq.c).
 dist_check_SCRIPTS += tests/functional/run_few_buffers.sh
 TESTS += tests/functional/run_few_buffers.sh
+dist_check_SCRIPTS += tests/functional/run_auto_progress.sh
+TESTS += tests/functional/run_auto_progress.sh
 
 # The data path with rings of one slot, and without rings (core/ring.h).
 dist_check_SCRIPTS += tests/functional/run_ring.sh

@@ -498,6 +498,10 @@ int main(int argc, char **argv)
 	int rfd, wfd, reads;
 
 	hints = lt_hints(FI_MSG | FI_RMA);
+	/* capabilities are a thread's: the copies must be made by the thread that gives up
+	 * CAP_SYS_PTRACE, not by a progress thread that kept it (fi_layer(7)) */
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
 	role = lt_child_role(argc, argv, &rfd, &wfd);
 	if (role)
 		return child_main(role, rfd, wfd);
