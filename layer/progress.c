@@ -76,7 +76,7 @@ static void layer_progress_set_nice(void)
 	int nice = layer_settings.progress_nice;
 
 	if (nice && setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), nice))
-		FI_WARN(&layer_prov, FI_LOG_DOMAIN, "FI_OFI_LAYER_PROGRESS_NICE: nice %d refused "
+		LAYER_WARN_ONCE(FI_LOG_DOMAIN, "FI_OFI_LAYER_PROGRESS_NICE: nice %d refused "
 			"(%s): the progress thread keeps the process's\n", nice, strerror(errno));
 }
 
