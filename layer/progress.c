@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -38,6 +37,8 @@ static void layer_progress_watch(struct layer_progress *lp, struct layer_progres
 	m->is_watched = is_watched;
 }
 
+/* One member in a round: left to its application if it called since the last round, else
+ * watched, progressed, and asked whether the thread may sleep on its fds. */
 static void layer_progress_visit(struct util_progress_hook *hook, void *arg)
 {
 	struct layer_progress_member *m = container_of(hook, struct layer_progress_member, hook);
