@@ -2,8 +2,10 @@
  * fi_progress_bench: what a target that does not call libfabric costs its peers.
  *
  * One initiator process times 8-byte fetch atomics and reads (64 KiB by default) against one
- * target process, whose memory they reach, with the target in four modes:
+ * target process, whose memory they reach, with the target in five modes:
  *   poll/manual  manual progress, the target polling its CQ (the usual benchmark);
+ *   wait/manual  manual progress, the target asleep in fi_cq_sread (what a target that sleeps
+ *                in libfabric costs: the floor of "sleep");
  *   poll         automatic progress (FI_PROGRESS_AUTO), the target polling its CQ all the same;
  *   busy         automatic progress, the target computing in a loop, never calling libfabric;
  *   sleep        automatic progress, the target asleep in poll(2).
@@ -44,8 +46,9 @@
 #define REQ_KEY 0x5052
 #define MR_MODES (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
 
-enum mode { MODE_POLL_MANUAL, MODE_POLL, MODE_BUSY, MODE_SLEEP, MODE_CNT };
-static const char *const mode_names[MODE_CNT] = { "poll/manual", "poll", "busy", "sleep" };
+enum mode { MODE_POLL_MANUAL, MODE_WAIT_MANUAL, MODE_POLL, MODE_BUSY, MODE_SLEEP, MODE_CNT };
+static const char *const mode_names[MODE_CNT] = { "poll/manual", "wait/manual", "poll", "busy",
+						  "sleep" };
 enum op { OP_FETCH, OP_READ, OP_CNT };
 /* a run's outcome per operation: microseconds, or one of these */
 #define RES_NA (-1.0)    /* the provider refused the target's set-up */
@@ -98,9 +101,11 @@ static void side_close(struct side *s)
 	free(s->buf);
 }
 
-static int side_open(struct side *s, const char *prov, bool is_auto, size_t size)
+static int side_open(struct side *s, const char *prov, bool is_auto, bool can_wait,
+		     size_t size)
 {
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 64 };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT, .size = 64,
+				      .wait_obj = can_wait ? FI_WAIT_UNSPEC : FI_WAIT_NONE };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	struct fi_info *hints;
 	int ret;
@@ -154,6 +159,10 @@ static void target_wait(const struct side *s, enum mode mode, int rfd)
 	for (;;) {
 		if (poll(&pfd, 1, 0) != 0)
 			return;
+		if (mode == MODE_WAIT_MANUAL) {
+			(void) fi_cq_sread(s->cq, &entry, 1, NULL, 50);
+			continue;
+		}
 		if (mode == MODE_BUSY) {
 			for (int i = 0; i < (1 << 18); i++)
 				work = work + 1;
@@ -169,7 +178,8 @@ static int target_main(const char *prov, enum mode mode, int rfd, int wfd)
 	struct target_info ti = { .addrlen = sizeof(ti.addr) };
 	struct side s;
 
-	ti.err = side_open(&s, prov, mode != MODE_POLL_MANUAL, 4096 + opt.read_size);
+	ti.err = side_open(&s, prov, mode >= MODE_POLL, mode == MODE_WAIT_MANUAL,
+			   4096 + opt.read_size);
 	if (!ti.err)
 		ti.err = fi_getname(&s.ep->fid, ti.addr, &ti.addrlen);
 	if (!ti.err) {
@@ -240,7 +250,7 @@ static int initiator_main(const char *prov, int rfd, int wfd)
 
 	if (read_all(rfd, &ti, sizeof(ti)))
 		return 1;
-	ret = side_open(&s, prov, false, 4096 + opt.read_size);
+	ret = side_open(&s, prov, false, false, 4096 + opt.read_size);
 	if (!ret)
 		ret = fi_av_insert(s.av, ti.addr, 1, &peer, 0, NULL) == 1 ? 0 : -FI_EADDRNOTAVAIL;
 	for (int op = 0; !ret && op < OP_CNT; op++) {
