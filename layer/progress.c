@@ -16,6 +16,7 @@ struct layer_progress_round {
 	int timeout_ms;
 	bool is_refused;
 	bool is_away;    /* a member was left to its application */
+	bool has_shared; /* the shared member watched was visited */
 };
 
 /* The member's fds in (or out of) the thread's epoll set. */
@@ -49,10 +50,18 @@ static void layer_progress_visit(struct util_progress_hook *hook, void *arg)
 		/* its application progresses it: look again later */
 		m->seen = calls;
 		layer_progress_watch(round->lp, m, false);
+		if (round->lp->shared == m)
+			round->lp->shared = NULL;
 		round->is_away = true;
 		return;
 	}
-	layer_progress_watch(round->lp, m, true);
+	if (!m->is_shared) {
+		layer_progress_watch(round->lp, m, true);
+	} else if (!round->lp->shared || round->lp->shared == m) {
+		layer_progress_watch(round->lp, m, true);
+		round->lp->shared = m;
+		round->has_shared = true;
+	}
 	util_progress_run(&hook->progress);
 	if (m->fds[0] < 0)
 		round->timeout_ms = UTIL_MIN(round->timeout_ms,
@@ -93,7 +102,11 @@ static void *layer_progress_main(void *arg)
 		round.timeout_ms = tick_ms;
 		round.is_refused = false;
 		round.is_away = false;
+		round.has_shared = false;
 		util_progress_set_each(lp->members, layer_progress_visit, &round);
+		/* the shared member left the set: another takes its place next round */
+		if (!round.has_shared)
+			lp->shared = NULL;
 		/* applications that keep calling are looked at less and less often */
 		if (round.is_away) {
 			round.timeout_ms = UTIL_MIN(round.timeout_ms, (int) lp->away_ms);
@@ -102,6 +115,7 @@ static void *layer_progress_main(void *arg)
 						layer_settings.progress_idle_ms));
 		} else {
 			lp->away_ms = (unsigned int) layer_settings.progress_idle_ms;
+	lp->shared = NULL;
 		}
 		if (round.is_refused) {
 			if (++lp->refused <= LAYER_PROGRESS_RETRIES)
@@ -143,12 +157,14 @@ void layer_progress_stop(struct layer_progress *lp)
 	util_wait_fini(&lp->wait);
 }
 
-void layer_progress_member_init(struct layer_progress_member *m, int cq_fd, int eq_fd)
+void layer_progress_member_init(struct layer_progress_member *m, int cq_fd, int eq_fd,
+				bool is_shared)
 {
 	atomic_init(&m->calls, 0);
 	m->seen = 0;
 	m->fds[0] = cq_fd;
 	m->fds[1] = eq_fd;
+	m->is_shared = is_shared;
 	m->is_watched = false;
 }
 

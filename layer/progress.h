@@ -10,7 +10,8 @@
  *   neither takes its lock nor keeps its wait fds in its epoll set, so its traffic does not
  *   wake the thread;
  * - any other is progressed, by the thread, and its core's wait fds (CQ and EQ) join the
- *   thread's epoll set.
+ *   thread's epoll set; over a core whose wait fds all hold one epoll set of its domain
+ *   (is_shared), only one member's do.
  * Then the thread sleeps in that set (which also holds its stop signal) for at most:
  * - while a member is left to its application, the time to look again: the idle period
  *   (FI_OFI_LAYER_PROGRESS_IDLE, 1 ms), doubled each round the application still calls, up
@@ -48,6 +49,9 @@ struct layer_progress_member {
 	atomic_uint calls;              /* the application's progress calls */
 	unsigned int seen;              /* calls at the thread's last look */
 	int fds[2];                     /* the core CQ's and EQ's wait fds; -1: none */
+	bool is_shared;                 /* its fds wake for every member's core events
+					 * (core->has_domain_wait): one such member watched is
+					 * enough */
 	bool is_watched;                /* fds in the thread's epoll set */
 };
 
@@ -59,6 +63,7 @@ struct layer_progress {
 	unsigned int refused;           /* rounds in a row a trywait refused, not slept since */
 	unsigned int away_ms;           /* look-again period while a member is left to its
 					 * application */
+	struct layer_progress_member *shared; /* the one shared member watched, or NULL */
 };
 
 /* Starts the thread over members. 0 or -FI_E*. */
@@ -70,7 +75,8 @@ void layer_progress_stop(struct layer_progress *lp);
  * A member's fds, before it joins the set (util_progress_set_add of its hook). The thread
  * watches them from its next round; cq_fd -1: a core without one, polled.
  */
-void layer_progress_member_init(struct layer_progress_member *m, int cq_fd, int eq_fd);
+void layer_progress_member_init(struct layer_progress_member *m, int cq_fd, int eq_fd,
+				bool is_shared);
 /* After its hook left the set (util_progress_set_del): its fds leave the epoll set. */
 void layer_progress_member_fini(struct layer_progress *lp, struct layer_progress_member *m);
 

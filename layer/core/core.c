@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <strings.h>
 
 #include "layer/core/core.h"
 
@@ -102,6 +103,22 @@ int layer_core_cq_wait_fd(struct layer_core *core)
 	return ret;
 }
 
+/*
+ * libfabric's xnet (net, and tcp from 1.18 on) progresses a domain's sockets in one epoll set
+ * and nests it in the wait set of every CQ and EQ that has one. Watching one such fd is
+ * watching them all; watching each costs the kernel a path per socket and fd, and it refuses
+ * a socket past 100 paths of three levels ("Unable to add fd to epoll").
+ */
+static bool layer_core_has_domain_wait(const struct fi_info *info)
+{
+	const char *prov = info->fabric_attr->prov_name;
+
+	if (info->ep_attr->type == FI_EP_DGRAM)
+		return false;
+	return !strcasecmp(prov, "net") ||
+	       (!strcasecmp(prov, "tcp") && !FI_VERSION_LT(fi_version(), FI_VERSION(1, 18)));
+}
+
 /* The template of the core's endpoints: the domain's core info, the endpoint's address. */
 static int layer_core_set_info(struct layer_core *core, const struct fi_info *info)
 {
@@ -125,6 +142,7 @@ static int layer_core_set_info(struct layer_core *core, const struct fi_info *in
 	core->iov_limit = UTIL_MIN(core->info->tx_attr->iov_limit, LAYER_IOV_LIMIT + 1);
 	core->inject_size = core->info->tx_attr->inject_size;
 	core->has_virt_addr = core->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+	core->has_domain_wait = layer_core_has_domain_wait(core->info);
 	return 0;
 }
 

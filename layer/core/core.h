@@ -261,6 +261,9 @@ struct layer_core {
 	struct layer_rings *rings;     /* MSG: the channels' rings (ring.h); else NULL */
 	bool has_liveness;             /* the adapter finds peers that vanished itself (the
 					* datagram transport): no PING from the layer above */
+	bool has_domain_wait;          /* every wait fd of the core's CQs holds one epoll set
+					* of the core domain (tcp from libfabric 1.18, net): any
+					* endpoint's wakes for all of the domain's sockets */
 	struct util_bufpool buf_pool;  /* struct layer_buf, buf_size data bytes each */
 	size_t buf_size;               /* header + eager payload (direct receive: a record) */
 	size_t direct_max;             /* direct receive: the largest eager payload taken */

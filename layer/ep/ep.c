@@ -415,7 +415,8 @@ static int layer_ep_enable(struct layer_ep *ep)
  * holds the domain's set while it takes the endpoints'). */
 static void layer_ep_join_domain(struct layer_ep *ep)
 {
-	layer_progress_member_init(&ep->member, ep->core->cq_fd, ep->core->eq_fd);
+	layer_progress_member_init(&ep->member, ep->core->cq_fd, ep->core->eq_fd,
+				   ep->core->has_domain_wait);
 	ep->member.hook.progress = (struct util_progress) {
 		.progress = layer_ep_domain_progress_hook,
 		.trywait = layer_ep_trywait_hook,
