@@ -105,6 +105,7 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 {
 	struct layer_fabric *fabric;
 	struct layer_domain *domain;
+	bool wants_thread;
 	int ret;
 
 	if (!fabric_fid || !info || !domain_fid || !info->domain_attr || !info->fabric_attr)
@@ -134,6 +135,7 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 
 	domain->fabric = fabric;
 	domain->threading = info->domain_attr->threading;
+	wants_thread = layer_domain_wants_thread(info->domain_attr);
 	/* before any core endpoint exists: the core applies it domain-wide */
 	if (domain->core_info->ep_attr->type == FI_EP_MSG)
 		domain->has_direct_recv = layer_core_msg_direct_recv_init(domain);
@@ -141,8 +143,7 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	 * unless a progress thread shares the objects with it. */
 	domain->is_thread_safe = domain->threading == FI_THREAD_SAFE ||
 				 domain->threading == FI_THREAD_FID ||
-				 domain->threading == FI_THREAD_UNSPEC ||
-				 layer_domain_wants_thread(info->domain_attr);
+				 domain->threading == FI_THREAD_UNSPEC || wants_thread;
 	domain->addr_format = domain->core_info->addr_format;
 	/* names are zero-padded to a fixed size (addr.h); getinfo offers no other format */
 	domain->addrlen = layer_addr_len(domain->addr_format);
@@ -160,7 +161,7 @@ int layer_domain_open(struct fid_fabric *fabric_fid, struct fi_info *info,
 	layer_mr_domain_init(domain);
 	util_progress_set_init(&domain->eps, domain->is_thread_safe);
 	atomic_init(&domain->ref, 0);
-	if (layer_domain_wants_thread(info->domain_attr)) {
+	if (wants_thread) {
 		ret = layer_domain_start_thread(domain);
 		if (ret)
 			goto err_close_domain;

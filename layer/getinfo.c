@@ -329,7 +329,6 @@ static int layer_copy_auth_key(const uint8_t *key, size_t size, uint8_t **out_ke
 	return 0;
 }
 
-/* mr_mode granted to the application: the provider needs none of the optional bits. */
 /* A progress model offered for a hint: the hint's, or the default for FI_PROGRESS_UNSPEC. */
 static enum fi_progress layer_progress_model(enum fi_progress hint)
 {
@@ -338,6 +337,7 @@ static enum fi_progress layer_progress_model(enum fi_progress hint)
 	return layer_settings.progress_auto ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
 }
 
+/* mr_mode granted to the application: the provider needs none of the optional bits. */
 static int layer_mr_mode(uint32_t version, const struct fi_info *hints)
 {
 	int mode = hints && hints->domain_attr ? hints->domain_attr->mr_mode : 0;

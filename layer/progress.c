@@ -45,6 +45,7 @@ static void layer_progress_visit(struct util_progress_hook *hook, void *arg)
 	struct layer_progress_member *m = container_of(hook, struct layer_progress_member, hook);
 	unsigned int calls = atomic_load_explicit(&m->calls, memory_order_relaxed);
 	struct layer_progress_round *round = arg;
+	bool is_watched;
 
 	if (calls != m->seen) {
 		/* its application progresses it: look again later */
@@ -55,10 +56,10 @@ static void layer_progress_visit(struct util_progress_hook *hook, void *arg)
 		round->is_away = true;
 		return;
 	}
-	if (!m->is_shared) {
-		layer_progress_watch(round->lp, m, true);
-	} else if (!round->lp->shared || round->lp->shared == m) {
-		layer_progress_watch(round->lp, m, true);
+	/* of the members that share one wait set, one is watched */
+	is_watched = !m->is_shared || !round->lp->shared || round->lp->shared == m;
+	layer_progress_watch(round->lp, m, is_watched);
+	if (m->is_shared && is_watched) {
 		round->lp->shared = m;
 		round->has_shared = true;
 	}
@@ -115,7 +116,6 @@ static void *layer_progress_main(void *arg)
 						layer_settings.progress_idle_ms));
 		} else {
 			lp->away_ms = (unsigned int) layer_settings.progress_idle_ms;
-	lp->shared = NULL;
 		}
 		if (round.is_refused) {
 			if (++lp->refused <= LAYER_PROGRESS_RETRIES)
@@ -135,6 +135,7 @@ int layer_progress_start(struct layer_progress *lp, struct util_progress_set *me
 	lp->members = members;
 	lp->refused = 0;
 	lp->away_ms = (unsigned int) layer_settings.progress_idle_ms;
+	lp->shared = NULL;
 	atomic_init(&lp->is_stopping, false);
 	ret = util_wait_init(&lp->wait);
 	if (ret)
