@@ -204,7 +204,6 @@ int run_test(struct fab *f, const struct test *t, bool initiator, double *result
 int exchange_names(struct fab *f);
 
 /* bench_peer.c */
-void die_with_parent(pid_t parent);
 int client_main(int prov, int res_fd);
 
 #endif /* FI_LAYER_BENCH_H */

@@ -18,21 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
 #include "bench.h"
-
-/* Die with the parent, so no benchmark process outlives the one that waits for it. */
-void die_with_parent(pid_t parent)
-{
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(1);
-}
 
 static int wait_peer_done(struct fab *f, int fd);
 
@@ -158,7 +149,7 @@ int client_main(int prov, int res_fd)
 		close(res_fd);
 		close(c2s[1]);
 		close(s2c[0]);
-		die_with_parent(self);
+		bench_die_with_parent(self);
 		bench_pin(BENCH_NAME, bench_cpus[1]);
 		_exit(server_main(prov, c2s[0], s2c[1]));
 	}

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdbool.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +69,13 @@ void bench_describe_status(int status, unsigned alarm_s, char *buf, size_t len)
 			 strsignal(WTERMSIG(status)));
 	else
 		snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+}
+
+void bench_die_with_parent(pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
 }
 
 int bench_allowed_cpus(int *cpus, int n)

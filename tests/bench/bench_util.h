@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -26,6 +27,9 @@ int read_all(int fd, void *buf, size_t len);
 /* A child's wait status in words: "exit status 1", "killed by signal 9 (Killed)"; with
  * alarm_s, the child's alarm() of that many seconds, a SIGALRM is "timed out after alarm_s s". */
 void bench_describe_status(int status, unsigned alarm_s, char *buf, size_t len);
+/* In a forked child: die with the parent (PR_SET_PDEATHSIG), and at once when it is already
+ * gone (the parent's pid given), so no benchmark process outlives the one that waits for it. */
+void bench_die_with_parent(pid_t parent);
 /* The first n of the CPUs this process may run on into cpus (the rest left alone): how many it
  * may run on in all, or -1 when that cannot be told. */
 int bench_allowed_cpus(int *cpus, int n);

@@ -137,7 +137,7 @@ static void run_once(int prov, int repeat)
 	}
 	if (client == 0) {
 		close(res[0]);
-		die_with_parent(self);
+		bench_die_with_parent(self);
 		signal(SIGPIPE, SIG_IGN);
 		_exit(client_main(prov, res[1]));
 	}

@@ -23,11 +23,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -282,9 +280,7 @@ static pid_t fork_child(int cpu, int *to, int *from, int (*fn)(const char *, enu
 		return -1;
 	pid = fork();
 	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
+		bench_die_with_parent(parent);
 		close(down[1]);
 		close(up[0]);
 		alarm(ALARM_S);

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,9 +89,7 @@ struct kid *spawn(enum kid_kind kind, size_t nep, int index)
 			close_fd(&kids[i].cmd_fd);
 			close_fd(&kids[i].rep_fd);
 		}
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != main_pid)
-			_exit(1);
+		bench_die_with_parent(main_pid);
 		raise_fd_limit();
 		bench_pin(SCALE_NAME, kind == KID_SERVER  ? bench_cpus[0]
 				      : kind == KID_AWAKE ? bench_cpus[1]
